@@ -1,0 +1,96 @@
+package cards
+
+import (
+	"context"
+	"time"
+)
+
+// Outcome says what a put did to one card.
+type Outcome string
+
+// Put outcomes.
+const (
+	Created   Outcome = "created"
+	Updated   Outcome = "updated"
+	Unchanged Outcome = "unchanged"
+)
+
+// PutResult is the outcome of one card of a batch put.
+type PutResult struct {
+	Key     Key
+	Version int64
+	Outcome Outcome
+}
+
+// ListQuery selects cards for List. Tenant is required.
+type ListQuery struct {
+	Tenant string
+	Server string   // optional: only this server
+	Status []Status // optional: only these statuses
+	Limit  int      // page size; <= 0 means the backend default (20)
+	Cursor string   // opaque, from a previous page's NextCursor
+}
+
+// ListPage is one page of cards ordered by (server, name).
+type ListPage struct {
+	Cards      []Card
+	NextCursor string // empty on the last page
+}
+
+// Change is one entry of the change sequence: the card at Key was written or
+// deleted at sequence number Seq. Only the latest change per key is kept.
+type Change struct {
+	Seq     uint64
+	Key     Key
+	Deleted bool
+}
+
+// Embedding is a stored card vector, valid for one model and one card text.
+type Embedding struct {
+	Key      Key
+	Model    string // embedder model id
+	TextHash string // hash of the text the vector was computed from
+	Vector   []float32
+}
+
+// Store is the persistence contract every backend implements and the
+// conformance suite (cards/storetest) checks.
+type Store interface {
+	// Put normalises and writes cards atomically: either all are written or
+	// none. A card whose Version is > 0 must match the stored version
+	// (ErrConflict otherwise); Version 0 creates or overwrites. A card
+	// whose content equals the stored one is Unchanged and keeps its version.
+	// Two cards with the same key in one batch are invalid.
+	Put(ctx context.Context, cs []Card) ([]PutResult, error)
+	// Get returns one card or ErrNotFound.
+	Get(ctx context.Context, k Key) (Card, error)
+	// List pages through a tenant's cards in (server, name) order.
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+	// Delete removes a card. expectedVersion > 0 must match (ErrConflict);
+	// a missing card is ErrNotFound. Its embeddings go with it.
+	Delete(ctx context.Context, k Key, expectedVersion int64) error
+
+	// Seq is the current change sequence number (0 for an empty store).
+	Seq(ctx context.Context) (uint64, error)
+	// Changes returns up to limit changes with Seq > since, in order.
+	Changes(ctx context.Context, since uint64, limit int) ([]Change, error)
+
+	// PutEmbeddings stores vectors (replacing any for the same key and model).
+	// Vectors for cards that no longer exist are ignored.
+	PutEmbeddings(ctx context.Context, es []Embedding) error
+	// Embeddings returns the stored vectors of one model for the given keys;
+	// keys without a vector are absent from the map.
+	Embeddings(ctx context.Context, model string, keys []Key) (map[Key]Embedding, error)
+
+	Close() error
+}
+
+// Now is the clock stores use for UpdatedAt, truncated to microseconds so
+// that every backend round-trips it exactly.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// DefaultPageSize and MaxPageSize bound List.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
