@@ -1,0 +1,24 @@
+package retriever
+
+import "github.com/seed0cff8200/cardex/cards"
+
+// DocID is the identifier of a card inside the indexes: "tenant/server/name".
+// Names cannot contain '/', so it is unambiguous, and within one tenant its
+// order is the (server, name) order used for deterministic tie-breaks.
+func DocID(k cards.Key) string { return k.String() }
+
+// Hit is one scored match from a leg of the search, best first.
+type Hit struct {
+	ID    string
+	Score float64
+	// Fields lists the card fields that matched (lexical leg only), sorted.
+	Fields []string
+}
+
+// Filter restricts a search to a candidate set: the tenant's indexed cards,
+// further limited to IDs when IDs is non-nil. A non-nil empty IDs means no
+// candidates, so the search returns nothing.
+type Filter struct {
+	Tenant string
+	IDs    []string
+}
