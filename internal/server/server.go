@@ -1,0 +1,88 @@
+// Package server wires the gRPC API to the store and the retriever.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/discoverylog"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// MaxMessageBytes bounds a request (a PutCards batch of up to 1,000 cards).
+const MaxMessageBytes = 64 << 20
+
+// Config is what New needs.
+type Config struct {
+	Store     cards.Store
+	Retriever *retriever.Retriever
+	// DiscoveryLog may be nil (no logging).
+	DiscoveryLog *discoverylog.Log
+	Logger       *slog.Logger
+	// CatalogToken, when set, is required as "authorization: Bearer TOKEN"
+	// metadata on every CatalogService call.
+	CatalogToken string
+}
+
+// New builds a gRPC server with DiscoveryService, CatalogService, health
+// and reflection registered.
+func New(cfg Config) (*grpc.Server, *health.Server) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(accessLog(log), catalogAuth(cfg.CatalogToken)),
+	)
+	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, log: log})
+	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, log: log})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	for _, name := range []string{"", pb.DiscoveryService_ServiceDesc.ServiceName, pb.CatalogService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	reflection.Register(gs)
+	return gs, hs
+}
+
+// accessLog logs each call's method, code and latency at debug level. It
+// never logs request bodies: queries and card contents stay out of logs.
+func accessLog(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := next(ctx, req)
+		log.Debug("rpc", "method", info.FullMethod, "code", status.Code(err).String(), "took", time.Since(start))
+		return resp, err
+	}
+}
+
+func catalogAuth(token string) grpc.UnaryServerInterceptor {
+	prefix := "/" + pb.CatalogService_ServiceDesc.ServiceName + "/"
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if token != "" && strings.HasPrefix(info.FullMethod, prefix) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			got := ""
+			if v := md.Get("authorization"); len(v) > 0 {
+				got = strings.TrimPrefix(v[0], "Bearer ")
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				return nil, status.Error(codes.Unauthenticated, "CatalogService needs the catalog token: authorization: Bearer TOKEN")
+			}
+		}
+		return next(ctx, req)
+	}
+}

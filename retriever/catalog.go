@@ -1,0 +1,343 @@
+package retriever
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/embed"
+)
+
+// entry is one active card held in memory, with what the pipeline derives
+// from it once.
+type entry struct {
+	id     string
+	card   cards.Card
+	tokens int
+
+	schemaOnce sync.Once
+	schema     *cards.Schema
+	schemaErr  error
+}
+
+func (e *entry) inputSchema() (*cards.Schema, error) {
+	e.schemaOnce.Do(func() {
+		if len(e.card.InputSchema) > 0 {
+			e.schema, e.schemaErr = cards.CompileSchema(e.card.InputSchema)
+		}
+	})
+	return e.schema, e.schemaErr
+}
+
+// Retriever runs the discovery pipeline over an in-memory view of the
+// store's active cards: the authorization gate, a bleve index, a vector
+// index, fusion and hydration. Sync brings the view up to date.
+type Retriever struct {
+	store cards.Store
+	emb   embed.Embedder
+	log   *slog.Logger
+	lex   *LexicalIndex
+	vec   *MemoryVectors
+
+	syncMu sync.Mutex // one Sync at a time
+
+	mu       sync.RWMutex // guards everything below and index mutations
+	byID     map[string]*entry
+	byTenant map[string]map[string]*entry            // tenant → id → entry
+	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
+	seq      uint64
+}
+
+// New builds a retriever over a store and loads the store's active cards.
+func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.Logger) (*Retriever, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lex, err := NewLexicalIndex()
+	if err != nil {
+		return nil, err
+	}
+	r := &Retriever{
+		store:    store,
+		emb:      emb,
+		log:      log,
+		lex:      lex,
+		vec:      NewMemoryVectors(emb.Dim()),
+		byID:     map[string]*entry{},
+		byTenant: map[string]map[string]*entry{},
+		byName:   map[string]map[string]map[string]*entry{},
+	}
+	start := time.Now()
+	if err := r.Sync(ctx); err != nil {
+		lex.Close()
+		return nil, err
+	}
+	log.Info("catalogue loaded", "active_cards", r.Len(), "seq", r.Seq(), "model", emb.Model(), "took", time.Since(start).Round(time.Millisecond))
+	return r, nil
+}
+
+// Close releases the indexes.
+func (r *Retriever) Close() error { return r.lex.Close() }
+
+// Len is the number of active cards held, across tenants.
+func (r *Retriever) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.byID)
+}
+
+// Seq is the store change sequence the view reflects.
+func (r *Retriever) Seq() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.seq
+}
+
+const syncPage = 1000
+
+// Sync applies every store change after the last one seen: active cards are
+// (re)indexed with embeddings reused when their text and model are unchanged,
+// everything else is dropped from the view.
+func (r *Retriever) Sync(ctx context.Context) error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	for {
+		since := r.Seq()
+		changes, err := r.store.Changes(ctx, since, syncPage)
+		if err != nil {
+			return fmt.Errorf("read changes: %w", err)
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		if err := r.apply(ctx, changes); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
+	var upserts []*entry
+	var removals []string
+	for _, ch := range changes {
+		id := DocID(ch.Key)
+		if ch.Deleted {
+			removals = append(removals, id)
+			continue
+		}
+		c, err := r.store.Get(ctx, ch.Key)
+		switch {
+		case err == nil && c.Status == cards.StatusActive:
+			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})
+		case err == nil || isNotFound(err):
+			removals = append(removals, id)
+		default:
+			return fmt.Errorf("read card %s: %w", ch.Key, err)
+		}
+	}
+	vecs, err := r.embeddings(ctx, upserts)
+	if err != nil {
+		return err
+	}
+	docs := make([]LexicalDoc, len(upserts))
+	for i, e := range upserts {
+		docs[i] = lexicalDoc(e)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(removals) > 0 {
+		if err := r.lex.Delete(removals); err != nil {
+			return err
+		}
+	}
+	if len(docs) > 0 {
+		if err := r.lex.Upsert(docs); err != nil {
+			return err
+		}
+	}
+	for _, id := range removals {
+		r.vec.Delete(id)
+		r.drop(id)
+	}
+	for i, e := range upserts {
+		if err := r.vec.Upsert(e.id, e.card.Tenant, vecs[i]); err != nil {
+			return err
+		}
+		r.drop(e.id)
+		r.add(e)
+	}
+	r.seq = changes[len(changes)-1].Seq
+	return nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, cards.ErrNotFound) }
+
+func (r *Retriever) add(e *entry) {
+	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
+	r.byID[e.id] = e
+	if r.byTenant[t] == nil {
+		r.byTenant[t] = map[string]*entry{}
+		r.byName[t] = map[string]map[string]*entry{}
+	}
+	r.byTenant[t][e.id] = e
+	if r.byName[t][n] == nil {
+		r.byName[t][n] = map[string]*entry{}
+	}
+	r.byName[t][n][s] = e
+}
+
+func (r *Retriever) drop(id string) {
+	e, ok := r.byID[id]
+	if !ok {
+		return
+	}
+	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
+	delete(r.byID, id)
+	delete(r.byTenant[t], id)
+	delete(r.byName[t][n], s)
+	if len(r.byName[t][n]) == 0 {
+		delete(r.byName[t], n)
+	}
+	if len(r.byTenant[t]) == 0 {
+		delete(r.byTenant, t)
+		delete(r.byName, t)
+	}
+}
+
+const embedBatch = 64
+
+// embeddings returns one vector per entry, reusing stored vectors whose
+// model and text hash match and storing the ones it computes.
+func (r *Retriever) embeddings(ctx context.Context, es []*entry) ([][]float32, error) {
+	out := make([][]float32, len(es))
+	if len(es) == 0 {
+		return out, nil
+	}
+	model := r.emb.Model()
+	keys := make([]cards.Key, len(es))
+	texts := make([]string, len(es))
+	hashes := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = e.card.Key()
+		texts[i] = EmbeddingText(&e.card)
+		sum := sha256.Sum256([]byte(texts[i]))
+		hashes[i] = hex.EncodeToString(sum[:16])
+	}
+	stored, err := r.store.Embeddings(ctx, model, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read embeddings: %w", err)
+	}
+	var todo []int
+	for i, k := range keys {
+		if s, ok := stored[k]; ok && s.TextHash == hashes[i] && len(s.Vector) == r.emb.Dim() {
+			out[i] = s.Vector
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	for start := 0; start < len(todo); start += embedBatch {
+		part := todo[start:min(start+embedBatch, len(todo))]
+		batch := make([]string, len(part))
+		for j, i := range part {
+			batch[j] = texts[i]
+		}
+		vs, err := r.emb.Embed(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("embed cards with %s: %w", model, err)
+		}
+		fresh := make([]cards.Embedding, len(part))
+		for j, i := range part {
+			out[i] = vs[j]
+			fresh[j] = cards.Embedding{Key: keys[i], Model: model, TextHash: hashes[i], Vector: vs[j]}
+		}
+		if err := r.store.PutEmbeddings(ctx, fresh); err != nil {
+			return nil, fmt.Errorf("store embeddings: %w", err)
+		}
+	}
+	if len(todo) > 0 {
+		r.log.Debug("embedded cards", "computed", len(todo), "reused", len(es)-len(todo), "model", model)
+	}
+	return out, nil
+}
+
+// EmbeddingText is the text a card's vector is computed from: its split
+// name, server, summary, aliases, tags, description and parameter names.
+// when_not_to_use is left out on purpose: negative guidance must not pull a
+// card towards the queries it warns against.
+func EmbeddingText(c *cards.Card) string {
+	parts := []string{
+		SplitIdentifiers(c.Name),
+		c.Summary,
+		strings.Join(c.Aliases, ". "),
+		strings.Join(c.Tags, " "),
+		c.Description,
+		strings.Join(schemaParams(c.InputSchema), " "),
+		c.Server,
+	}
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
+}
+
+func lexicalDoc(e *entry) LexicalDoc {
+	c := &e.card
+	return LexicalDoc{
+		ID:          e.id,
+		Tenant:      c.Tenant,
+		Server:      c.Server,
+		Name:        c.Name,
+		Summary:     c.Summary,
+		Description: c.Description,
+		Aliases:     c.Aliases,
+		Tags:        c.Tags,
+		Params:      schemaParams(c.InputSchema),
+	}
+}
+
+// schemaParams lists the property names of a JSON schema, nested ones
+// included (to a bounded depth), in first-seen order without duplicates.
+func schemaParams(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	var root any
+	if json.Unmarshal(raw, &root) != nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		m, ok := v.(map[string]any)
+		if !ok || depth > 4 || len(out) >= 64 {
+			return
+		}
+		if props, ok := m["properties"].(map[string]any); ok {
+			names := make([]string, 0, len(props))
+			for name := range props {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			for _, name := range names {
+				if !seen[name] {
+					seen[name] = true
+					out = append(out, name)
+				}
+				walk(props[name], depth+1)
+			}
+		}
+		if items, ok := m["items"]; ok {
+			walk(items, depth+1)
+		}
+	}
+	walk(root, 0)
+	return out
+}

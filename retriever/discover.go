@@ -1,0 +1,235 @@
+package retriever
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/seed0cff8200/cardex/cards"
+)
+
+// Request limits and defaults.
+const (
+	DefaultTopK    = 5
+	MaxTopK        = 50
+	MaxQueryLen    = 1000 // code points
+	MaxAlwaysLoad  = 5
+	DefaultAlpha   = 0.5
+	FusionRRF      = "rrf"
+	FusionRelative = "relative"
+	// legDepth is how many hits each leg contributes to fusion at least.
+	legDepth = 50
+)
+
+// Request is one DiscoverTools call.
+type Request struct {
+	Caller     Caller
+	Query      string
+	TopK       int     // 0 → DefaultTopK
+	Fusion     string  // "" or "rrf" → RRF (k = 60); "relative" → relative score
+	Alpha      float64 // semantic weight for relative fusion, 0..1
+	AlphaSet   bool    // Alpha was given (otherwise DefaultAlpha)
+	AlwaysLoad []cards.Key
+}
+
+// Scored is one tool of a shortlist.
+type Scored struct {
+	Card   cards.Card // a copy, schemas included
+	Scores Fused
+	Pinned bool
+	Reason string
+	Tokens int
+}
+
+// Result is a shortlist with its accounting. Every number in it is computed
+// over the caller's authorized candidate set only.
+type Result struct {
+	Tools           []Scored
+	CandidateCount  int
+	ShortlistTokens int64
+	CatalogTokens   int64
+}
+
+// validateCaller checks the caller part of every request.
+func validateCaller(c Caller) error {
+	if c.Tenant == "" {
+		return cards.Invalid("caller.tenant", "is required")
+	}
+	if !cards.ValidName(c.Tenant) {
+		return cards.Invalid("caller.tenant", "must match [A-Za-z0-9_.-]{1,%d}", cards.MaxNameLen)
+	}
+	if len(c.Scopes) > 256 {
+		return cards.Invalid("caller.scopes", "has %d entries; the limit is 256", len(c.Scopes))
+	}
+	return nil
+}
+
+func validateQuery(field, q string, required bool) error {
+	if required && strings.TrimSpace(q) == "" {
+		return cards.Invalid(field, "is required")
+	}
+	if n := utf8.RuneCountInString(q); n > MaxQueryLen {
+		return cards.Invalid(field, "is %d characters; the limit is %d", n, MaxQueryLen)
+	}
+	return nil
+}
+
+// Discover runs the pipeline: validate, authorize, lexical and semantic
+// search inside the candidate set, fuse, pin, hydrate, count tokens.
+func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
+	// 1. Validate.
+	if err := validateCaller(req.Caller); err != nil {
+		return Result{}, err
+	}
+	if err := validateQuery("query", req.Query, true); err != nil {
+		return Result{}, err
+	}
+	topK := req.TopK
+	switch {
+	case topK == 0:
+		topK = DefaultTopK
+	case topK < 0 || topK > MaxTopK:
+		return Result{}, cards.Invalid("top_k", "is %d; it must be between 1 and %d (default %d)", topK, MaxTopK, DefaultTopK)
+	}
+	alpha := DefaultAlpha
+	if req.AlphaSet {
+		alpha = req.Alpha
+	}
+	switch req.Fusion {
+	case "", FusionRRF, FusionRelative:
+	default:
+		return Result{}, cards.Invalid("fusion", "%q is not one of rrf, relative", req.Fusion)
+	}
+	if alpha < 0 || alpha > 1 {
+		return Result{}, cards.Invalid("alpha", "is %g; it must be between 0 and 1", alpha)
+	}
+	if len(req.AlwaysLoad) > MaxAlwaysLoad {
+		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
+	}
+	return r.run(ctx, req, topK, alpha)
+}
+
+// run is the pipeline after validation.
+func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
+	qvecs, err := r.emb.Embed(ctx, []string{req.Query})
+	if err != nil {
+		return Result{}, fmt.Errorf("embed query: %w", err)
+	}
+
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+
+	// 2. Authorize first: the candidate set.
+	filter, candidates, catalogTokens := r.candidates(req.Caller)
+	res := Result{CandidateCount: len(candidates), CatalogTokens: catalogTokens}
+	if len(candidates) == 0 {
+		return res, nil
+	}
+
+	// 3–5. Both legs inside the candidate set, then fusion.
+	depth := max(legDepth, 4*topK)
+	lex, err := r.lex.Search(req.Query, filter, depth)
+	if err != nil {
+		return Result{}, fmt.Errorf("lexical search: %w", err)
+	}
+	sem, err := r.vec.Search(qvecs[0], filter, depth)
+	if err != nil {
+		return Result{}, fmt.Errorf("vector search: %w", err)
+	}
+	// Vectors with no positive similarity are no evidence of a match.
+	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
+	var fused []Fused
+	if req.Fusion == FusionRelative {
+		fused = FuseRelative(lex, sem, alpha)
+	} else {
+		fused = FuseRRF(lex, sem, DefaultRRFK)
+	}
+
+	// 6. Pins first, authorized like everything else; then the ranked list.
+	taken := map[string]bool{}
+	for _, k := range req.AlwaysLoad {
+		k.Tenant = req.Caller.Tenant
+		id := DocID(k)
+		e := candidates[id]
+		if e == nil || taken[id] {
+			continue
+		}
+		taken[id] = true
+		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
+			Scores: Fused{ID: id}})
+	}
+	n := 0
+	for _, f := range fused {
+		if n == topK {
+			break
+		}
+		e := candidates[f.ID]
+		if e == nil { // never happens: both legs search inside the set
+			continue
+		}
+		n++
+		if taken[f.ID] {
+			// Pinned and also ranked: keep the pin, record its scores.
+			for i := range res.Tools {
+				if res.Tools[i].Card.Key() == e.card.Key() {
+					res.Tools[i].Scores = f
+					res.Tools[i].Reason = "pinned (always_load); " + reason(f)
+				}
+			}
+			continue
+		}
+		taken[f.ID] = true
+		res.Tools = append(res.Tools, Scored{Card: e.card, Scores: f, Reason: reason(f), Tokens: e.tokens})
+	}
+
+	// 8. Hydrate: copies, so callers cannot reach into the view.
+	for i := range res.Tools {
+		res.Tools[i].Card = res.Tools[i].Card.Clone()
+		res.ShortlistTokens += int64(res.Tools[i].Tokens)
+	}
+	return res, nil
+}
+
+// candidates is the authorization gate: the caller's tenant's active cards
+// whose required scopes the caller holds. The returned filter restricts the
+// search legs to exactly that set. Call with r.mu held.
+func (r *Retriever) candidates(c Caller) (Filter, map[string]*entry, int64) {
+	all := r.byTenant[c.Tenant]
+	out := make(map[string]*entry, len(all))
+	var tokens int64
+	for id, e := range all {
+		if Allowed(c, &e.card) {
+			out[id] = e
+			tokens += int64(e.tokens)
+		}
+	}
+	f := Filter{Tenant: c.Tenant}
+	if len(out) < len(all) {
+		f.IDs = make([]string, 0, len(out))
+		for id := range out {
+			f.IDs = append(f.IDs, id)
+		}
+		slices.Sort(f.IDs)
+	}
+	return f, out, tokens
+}
+
+func reason(f Fused) string {
+	var parts []string
+	if f.LexicalRank > 0 {
+		if len(f.Fields) > 0 {
+			parts = append(parts, fmt.Sprintf("lexical #%d on %s", f.LexicalRank, strings.Join(f.Fields, ", ")))
+		} else {
+			parts = append(parts, fmt.Sprintf("lexical #%d", f.LexicalRank))
+		}
+	}
+	if f.SemanticRank > 0 {
+		parts = append(parts, fmt.Sprintf("semantic #%d (cosine %.2f)", f.SemanticRank, f.Semantic))
+	}
+	if len(parts) == 0 {
+		return "no match"
+	}
+	return strings.Join(parts, "; ")
+}
