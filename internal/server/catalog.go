@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/apiconv"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -39,7 +40,7 @@ func (s *catalog) PutCards(ctx context.Context, req *pb.PutCardsRequest) (*pb.Pu
 	}
 	in := make([]cards.Card, n)
 	for i, p := range req.GetCards() {
-		in[i] = cardFromProto(p)
+		in[i] = apiconv.CardFromProto(p)
 	}
 	res, err := s.store.Put(ctx, in)
 	if err != nil {
@@ -77,7 +78,7 @@ func (s *catalog) GetCard(ctx context.Context, req *pb.GetCardRequest) (*pb.GetC
 		}
 		return nil, toStatus(s.log, "GetCard", err)
 	}
-	return &pb.GetCardResponse{Card: cardToProto(&c, true)}, nil
+	return &pb.GetCardResponse{Card: apiconv.CardToProto(&c, true)}, nil
 }
 
 func (s *catalog) ListCards(ctx context.Context, req *pb.ListCardsRequest) (*pb.ListCardsResponse, error) {
@@ -102,7 +103,7 @@ func (s *catalog) ListCards(ctx context.Context, req *pb.ListCardsRequest) (*pb.
 	}
 	out := &pb.ListCardsResponse{NextCursor: page.NextCursor}
 	for i := range page.Cards {
-		out.Cards = append(out.Cards, cardToProto(&page.Cards[i], req.GetIncludeSchemas()))
+		out.Cards = append(out.Cards, apiconv.CardToProto(&page.Cards[i], req.GetIncludeSchemas()))
 	}
 	return out, nil
 }

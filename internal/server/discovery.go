@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/apiconv"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -22,7 +23,7 @@ type discovery struct {
 
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
 	start := time.Now()
-	caller := callerFromProto(req.GetCaller())
+	caller := apiconv.CallerFromProto(req.GetCaller())
 	r := retriever.Request{
 		Caller: caller,
 		Query:  req.GetQuery(),
@@ -51,7 +52,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	logged := make([]discoverylog.Returned, 0, len(res.Tools))
 	for _, t := range res.Tools {
 		out.Tools = append(out.Tools, &pb.DiscoveredTool{
-			Card: cardToProto(&t.Card, true),
+			Card: apiconv.CardToProto(&t.Card, true),
 			Scores: &pb.Scores{
 				Lexical:      t.Scores.Lexical,
 				Semantic:     t.Scores.Semantic,
@@ -88,7 +89,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 }
 
 func (s *discovery) SearchTools(ctx context.Context, req *pb.SearchToolsRequest) (*pb.SearchToolsResponse, error) {
-	rows, next, err := s.ret.Search(ctx, callerFromProto(req.GetCaller()), req.GetQuery(), int(req.GetPageSize()), req.GetCursor())
+	rows, next, err := s.ret.Search(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetQuery(), int(req.GetPageSize()), req.GetCursor())
 	if err != nil {
 		return nil, toStatus(s.log, "SearchTools", err)
 	}
@@ -100,14 +101,14 @@ func (s *discovery) SearchTools(ctx context.Context, req *pb.SearchToolsRequest)
 }
 
 func (s *discovery) DescribeTool(ctx context.Context, req *pb.DescribeToolRequest) (*pb.DescribeToolResponse, error) {
-	res, err := s.ret.Describe(ctx, callerFromProto(req.GetCaller()), req.GetName(), req.GetServer())
+	res, err := s.ret.Describe(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetName(), req.GetServer())
 	if err != nil {
 		return nil, toStatus(s.log, "DescribeTool", err)
 	}
 	if res.Ambiguous != nil {
 		return &pb.DescribeToolResponse{AmbiguousServers: res.Ambiguous}, nil
 	}
-	return &pb.DescribeToolResponse{Card: cardToProto(&res.Card, true)}, nil
+	return &pb.DescribeToolResponse{Card: apiconv.CardToProto(&res.Card, true)}, nil
 }
 
 var decisions = map[retriever.Decision]pb.AuthorizeCallResponse_Decision{
@@ -118,7 +119,7 @@ var decisions = map[retriever.Decision]pb.AuthorizeCallResponse_Decision{
 }
 
 func (s *discovery) AuthorizeCall(ctx context.Context, req *pb.AuthorizeCallRequest) (*pb.AuthorizeCallResponse, error) {
-	a, err := s.ret.Authorize(ctx, callerFromProto(req.GetCaller()), req.GetName(), req.GetServer(), []byte(req.GetArgumentsJson()))
+	a, err := s.ret.Authorize(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetName(), req.GetServer(), []byte(req.GetArgumentsJson()))
 	if err != nil {
 		return nil, toStatus(s.log, "AuthorizeCall", err)
 	}

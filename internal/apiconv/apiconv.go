@@ -1,4 +1,7 @@
-package server
+// Package apiconv converts between the protobuf API types and the plain Go
+// types of cards and retriever. Protobuf types stay at the edge: this is the
+// only place that knows both.
+package apiconv
 
 import (
 	"encoding/json"
@@ -10,10 +13,8 @@ import (
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
-// Protobuf types stay at the edge: these functions are the only place that
-// converts between them and the plain Go types.
-
-func cardToProto(c *cards.Card, withSchemas bool) *pb.Card {
+// CardToProto converts a card; schemas are left out unless withSchemas.
+func CardToProto(c *cards.Card, withSchemas bool) *pb.Card {
 	out := &pb.Card{
 		Tenant:         c.Tenant,
 		Server:         c.Server,
@@ -41,7 +42,8 @@ func cardToProto(c *cards.Card, withSchemas bool) *pb.Card {
 	return out
 }
 
-func cardFromProto(p *pb.Card) cards.Card {
+// CardFromProto converts an API card (schemas as JSON text).
+func CardFromProto(p *pb.Card) cards.Card {
 	c := cards.Card{
 		Tenant:         p.GetTenant(),
 		Server:         p.GetServer(),
@@ -68,7 +70,8 @@ func cardFromProto(p *pb.Card) cards.Card {
 	return c
 }
 
-func callerFromProto(p *pb.Caller) retriever.Caller {
+// CallerFromProto converts the caller of a discovery request.
+func CallerFromProto(p *pb.Caller) retriever.Caller {
 	return retriever.Caller{
 		Tenant:    p.GetTenant(),
 		Subject:   p.GetSubject(),

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/apiconv"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+)
+
+func cardsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cards", Short: "Register, inspect and delete capability cards"}
+	cmd.AddCommand(cardsApplyCmd(), cardsGetCmd(), cardsListCmd(), cardsDeleteCmd())
+	return cmd
+}
+
+// applyBatch is how many cards one PutCards carries (the server's limit).
+const applyBatch = 1000
+
+func cardsApplyCmd() *cobra.Command {
+	var cf clientFlags
+	var path string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|DIR",
+		Short: "Create or update cards from YAML/JSON files (directories are read recursively)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return fmt.Errorf("-f FILE|DIR is required")
+			}
+			in, sources, err := cards.LoadPath(path)
+			if err != nil {
+				return err
+			}
+			if len(in) == 0 {
+				return fmt.Errorf("%s: no cards found (.yaml, .yml or .json)", path)
+			}
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			client := pb.NewCatalogServiceClient(conn)
+			resp := &pb.PutCardsResponse{}
+			for start := 0; start < len(in); start += applyBatch {
+				end := min(start+applyBatch, len(in))
+				req := &pb.PutCardsRequest{}
+				for i := start; i < end; i++ {
+					req.Cards = append(req.Cards, apiconv.CardToProto(&in[i], true))
+				}
+				if len(in) > applyBatch {
+					fmt.Fprintf(os.Stderr, "applying cards %d–%d of %d\n", start+1, end, len(in))
+				}
+				r, err := client.PutCards(ctx, req)
+				if err != nil {
+					return fmt.Errorf("%s (batch with %s … %s): %w", path, sources[start], sources[end-1], err)
+				}
+				resp.Results = append(resp.Results, r.Results...)
+			}
+			counts := map[string]int{}
+			for _, r := range resp.Results {
+				counts[r.Outcome]++
+			}
+			if cf.output == "json" {
+				return printJSON(resp)
+			}
+			rows := make([][]string, 0, len(resp.Results))
+			for _, r := range resp.Results {
+				rows = append(rows, []string{r.Tenant, r.Server, r.Name, strconv.FormatInt(r.Version, 10), r.Outcome})
+			}
+			if err := table([]string{"TENANT", "SERVER", "NAME", "VERSION", "OUTCOME"}, rows); err != nil {
+				return err
+			}
+			fmt.Printf("\n%d created, %d updated, %d unchanged\n", counts["created"], counts["updated"], counts["unchanged"])
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVarP(&path, "file", "f", "", "card file or directory")
+	return cmd
+}
+
+// refFlags name one card.
+type refFlags struct{ tenant, server string }
+
+func (f *refFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
+	cmd.Flags().StringVar(&f.server, "server", "", "server namespace (or write SERVER/NAME)")
+}
+
+// split accepts NAME with --server, or SERVER/NAME.
+func (f *refFlags) split(arg string) (server, name string) {
+	if s, n, ok := strings.Cut(arg, "/"); ok && f.server == "" {
+		return s, n
+	}
+	return f.server, arg
+}
+
+func cardsGetCmd() *cobra.Command {
+	var cf clientFlags
+	var rf refFlags
+	cmd := &cobra.Command{
+		Use:   "get SERVER/NAME | NAME --server SERVER",
+		Short: "Show one card as stored (any status)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			server, name := rf.split(args[0])
+			resp, err := pb.NewCatalogServiceClient(conn).GetCard(ctx, &pb.GetCardRequest{Tenant: rf.tenant, Server: server, Name: name})
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printJSON(resp.Card)
+			}
+			return printCard(resp.Card)
+		},
+	}
+	cf.register(cmd)
+	rf.register(cmd)
+	return cmd
+}
+
+func cardsListCmd() *cobra.Command {
+	var cf clientFlags
+	var tenant, server, status, cursor string
+	var pageSize int
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List a tenant's cards in (server, name) order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			client := pb.NewCatalogServiceClient(conn)
+			out := &pb.ListCardsResponse{}
+			req := &pb.ListCardsRequest{Tenant: tenant, Server: server, Status: splitList(status), PageSize: int32(pageSize), Cursor: cursor}
+			for {
+				resp, err := client.ListCards(ctx, req)
+				if err != nil {
+					return err
+				}
+				out.Cards = append(out.Cards, resp.Cards...)
+				out.NextCursor = resp.NextCursor
+				if !all || resp.NextCursor == "" {
+					break
+				}
+				req.Cursor = resp.NextCursor
+			}
+			if cf.output == "json" {
+				return printJSON(out)
+			}
+			rows := make([][]string, 0, len(out.Cards))
+			for _, c := range out.Cards {
+				rows = append(rows, []string{c.Server, c.Name, c.Status, strconv.FormatInt(c.Version, 10), strings.Join(c.RequiredScopes, ","), cut(c.Summary, 60)})
+			}
+			if err := table([]string{"SERVER", "NAME", "STATUS", "VERSION", "SCOPES", "SUMMARY"}, rows); err != nil {
+				return err
+			}
+			if out.NextCursor != "" {
+				fmt.Fprintf(os.Stderr, "more: --cursor %s (or --all)\n", out.NextCursor)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
+	f.StringVar(&server, "server", "", "only this server")
+	f.StringVar(&status, "status", "", "only these statuses, comma-separated (active,pending,revoked)")
+	f.IntVar(&pageSize, "page-size", 0, "page size (default 20, at most 100)")
+	f.StringVar(&cursor, "cursor", "", "cursor from a previous page")
+	f.BoolVar(&all, "all", false, "follow cursors to the last page")
+	return cmd
+}
+
+func cardsDeleteCmd() *cobra.Command {
+	var cf clientFlags
+	var rf refFlags
+	var expected int64
+	cmd := &cobra.Command{
+		Use:   "delete SERVER/NAME | NAME --server SERVER",
+		Short: "Delete a card (to retire one but keep it, apply it with status: revoked)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			server, name := rf.split(args[0])
+			if _, err := pb.NewCatalogServiceClient(conn).DeleteCard(ctx, &pb.DeleteCardRequest{Tenant: rf.tenant, Server: server, Name: name, ExpectedVersion: expected}); err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printPlainJSON(map[string]string{"deleted": rf.tenant + "/" + server + "/" + name})
+			}
+			fmt.Printf("deleted %s/%s/%s\n", rf.tenant, server, name)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	rf.register(cmd)
+	cmd.Flags().Int64Var(&expected, "expected-version", 0, "fail unless the stored version is this one")
+	return cmd
+}
+
+// printCard renders one card for people.
+func printCard(c *pb.Card) error {
+	rows := [][]string{
+		{"card", c.Tenant + "/" + c.Server + "/" + c.Name},
+		{"kind", c.Kind},
+		{"status", c.Status},
+		{"version", strconv.FormatInt(c.Version, 10)},
+		{"summary", c.Summary},
+	}
+	add := func(k, v string) {
+		if v != "" {
+			rows = append(rows, []string{k, v})
+		}
+	}
+	add("description", cut(c.Description, 200))
+	add("aliases", strings.Join(c.Aliases, "; "))
+	add("tags", strings.Join(c.Tags, ", "))
+	add("when_not_to_use", c.WhenNotToUse)
+	add("required_scopes", strings.Join(c.RequiredScopes, ", "))
+	add("input_schema", c.InputSchema)
+	add("output_schema", c.OutputSchema)
+	for _, r := range rows {
+		fmt.Printf("%-16s %s\n", r[0]+":", r[1])
+	}
+	return nil
+}

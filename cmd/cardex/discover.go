@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+)
+
+func discoverCmd() *cobra.Command {
+	var cf clientFlags
+	var who callerFlags
+	var topK int
+	var fusion string
+	var alpha float64
+	var pins []string
+	cmd := &cobra.Command{
+		Use:   `discover "QUERY"`,
+		Short: "Shortlist the caller's authorized tools for a request, with full schemas",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			req := &pb.DiscoverToolsRequest{Caller: who.caller(), Query: args[0], TopK: int32(topK), Fusion: fusion}
+			if cmd.Flags().Changed("alpha") {
+				req.Alpha = &alpha
+			}
+			for _, p := range pins {
+				s, n, ok := strings.Cut(p, "/")
+				if !ok {
+					return fmt.Errorf("--pin %q: write SERVER/NAME", p)
+				}
+				req.AlwaysLoad = append(req.AlwaysLoad, &pb.ToolRef{Server: s, Name: n})
+			}
+			resp, err := pb.NewDiscoveryServiceClient(conn).DiscoverTools(ctx, req)
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printJSON(resp)
+			}
+			rows := make([][]string, 0, len(resp.Tools))
+			for i, t := range resp.Tools {
+				rows = append(rows, []string{strconv.Itoa(i + 1), t.Card.Server + "/" + t.Card.Name,
+					fmt.Sprintf("%.4f", t.Scores.Fused), strconv.Itoa(int(t.Tokens)), cut(t.Card.Summary, 70), t.Reason})
+			}
+			if err := table([]string{"#", "TOOL", "FUSED", "TOKENS", "SUMMARY", "WHY"}, rows); err != nil {
+				return err
+			}
+			tok := resp.Tokens
+			fmt.Printf("\n%d of %d authorized tools; ~%d tokens instead of ~%d for the whole authorized catalogue\n",
+				len(resp.Tools), resp.CandidateCount, tok.GetShortlistTokens(), tok.GetCatalogTokens())
+			fmt.Fprintf(os.Stderr, "discovery_id %s (full schemas: -o json)\n", resp.DiscoveryId)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	who.register(cmd)
+	f := cmd.Flags()
+	f.IntVar(&topK, "top-k", 0, "shortlist size (default 5, at most 50)")
+	f.StringVar(&fusion, "fusion", "", "rrf (default) or relative")
+	f.Float64Var(&alpha, "alpha", 0.5, "semantic weight for --fusion relative (0..1)")
+	f.StringSliceVar(&pins, "pin", nil, "SERVER/NAME to always load (repeatable, at most 5)")
+	return cmd
+}
+
+func describeCmd() *cobra.Command {
+	var cf clientFlags
+	var who callerFlags
+	var server string
+	cmd := &cobra.Command{
+		Use:   "describe NAME [--server SERVER]",
+		Short: "Show one tool the caller may use, with its schemas",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			name := args[0]
+			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
+				server, name = s, n
+			}
+			resp, err := pb.NewDiscoveryServiceClient(conn).DescribeTool(ctx, &pb.DescribeToolRequest{Caller: who.caller(), Name: name, Server: server})
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printJSON(resp)
+			}
+			if len(resp.AmbiguousServers) > 0 {
+				fmt.Printf("%q is ambiguous; name a server with --server: %s\n", name, strings.Join(resp.AmbiguousServers, ", "))
+				return nil
+			}
+			return printCard(resp.Card)
+		},
+	}
+	cf.register(cmd)
+	who.register(cmd)
+	cmd.Flags().StringVar(&server, "server", "", "server namespace (needed when the name is ambiguous)")
+	return cmd
+}
+
+func authorizeCmd() *cobra.Command {
+	var cf clientFlags
+	var who callerFlags
+	var server, args string
+	cmd := &cobra.Command{
+		Use:   "authorize NAME [--server SERVER] --args JSON",
+		Short: "Ask whether the caller may run a tool with these arguments (exit 2 when denied)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			name := pos[0]
+			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
+				server, name = s, n
+			}
+			resp, err := pb.NewDiscoveryServiceClient(conn).AuthorizeCall(ctx, &pb.AuthorizeCallRequest{Caller: who.caller(), Name: name, Server: server, ArgumentsJson: args})
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				if err := printJSON(resp); err != nil {
+					return err
+				}
+			} else {
+				verdict := "DENIED"
+				if resp.Allowed {
+					verdict = "ALLOWED"
+				}
+				fmt.Printf("%s: %s\n", verdict, resp.Message)
+				for _, v := range resp.Violations {
+					fmt.Printf("  - %s\n", v)
+				}
+			}
+			if !resp.Allowed {
+				return exitError{code: 2, msg: "denied: " + resp.Decision.String()}
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	who.register(cmd)
+	cmd.Flags().StringVar(&server, "server", "", "server namespace")
+	cmd.Flags().StringVar(&args, "args", "{}", "the call's arguments as a JSON object")
+	return cmd
+}
+
+func searchCmd() *cobra.Command {
+	var cf clientFlags
+	var who callerFlags
+	var pageSize int
+	var cursor string
+	cmd := &cobra.Command{
+		Use:   `search ["QUERY"]`,
+		Short: "Names and summaries of the caller's tools, ranked by a query or all in order",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, ctx, cancel, err := cf.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			defer cancel()
+			q := ""
+			if len(args) == 1 {
+				q = args[0]
+			}
+			resp, err := pb.NewDiscoveryServiceClient(conn).SearchTools(ctx, &pb.SearchToolsRequest{Caller: who.caller(), Query: q, PageSize: int32(pageSize), Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printJSON(resp)
+			}
+			rows := make([][]string, 0, len(resp.Tools))
+			for _, t := range resp.Tools {
+				rows = append(rows, []string{t.Server + "/" + t.Name, cut(t.Summary, 90)})
+			}
+			if err := table([]string{"TOOL", "SUMMARY"}, rows); err != nil {
+				return err
+			}
+			if resp.NextCursor != "" {
+				fmt.Fprintf(os.Stderr, "more: --cursor %s\n", resp.NextCursor)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	who.register(cmd)
+	cmd.Flags().IntVar(&pageSize, "page-size", 0, "page size (default 20, at most 100)")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "cursor from a previous page")
+	return cmd
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed0cff8200/cardex/cards/embedded"
+	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/server"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+func serveCmd() *cobra.Command {
+	var (
+		dataDir, listen, queryLog, logLevel, tokenFile string
+		grace                                          time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gRPC service on the embedded store (no external service needed)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger(logLevel)
+			mode, err := discoverylog.ParseQueryMode(queryLog)
+			if err != nil {
+				return err
+			}
+			token := os.Getenv("CARDEX_CATALOG_TOKEN")
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--catalog-token-file: %w", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
+			store, err := embedded.Open(dataDir)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ret, err := retriever.New(ctx, store, embed.NewHashed(embed.DefaultDim), log)
+			if err != nil {
+				return err
+			}
+			defer ret.Close()
+			dlog, err := discoverylog.Open(filepath.Join(dataDir, "discoveries.jsonl"), mode)
+			if err != nil {
+				return fmt.Errorf("discovery log: %w", err)
+			}
+			defer dlog.Close()
+
+			lis, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Logger: log, CatalogToken: token})
+			errc := make(chan error, 1)
+			go func() { errc <- gs.Serve(lis) }()
+			log.Info("cardex serving", "addr", lis.Addr().String(), "store", "embedded", "data_dir", dataDir,
+				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
+
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			log.Info("shutting down", "grace", grace)
+			hs.Shutdown()
+			done := make(chan struct{})
+			go func() { gs.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(grace):
+				log.Warn("grace period over; closing open connections")
+				gs.Stop()
+			}
+			if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+				log.Debug("serve returned", "err", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", envOr("CARDEX_DATA_DIR", "./cardex-data"), "embedded store directory (env CARDEX_DATA_DIR)")
+	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
+	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
+	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
+	return cmd
+}
