@@ -158,9 +158,13 @@ func argumentViolations(e *entry, args []byte) []string {
 	if err := schema.Validate(args); err != nil {
 		var out []string
 		for _, line := range strings.Split(err.Error(), "\n") {
-			if line = strings.TrimSpace(line); line != "" {
+			line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "- "))
+			if line != "" && !strings.HasPrefix(line, "jsonschema validation failed") {
 				out = append(out, line)
 			}
+		}
+		if len(out) == 0 {
+			out = []string{err.Error()}
 		}
 		return out
 	}
