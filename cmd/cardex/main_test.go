@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real binary the way the README's tour does: serve on
+// the embedded store, apply the example catalogue, discover, describe,
+// authorize, stop with SIGTERM and start again on the same data directory.
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cardex")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var addrRE = regexp.MustCompile(`msg="cardex serving" addr=(\S+)`)
+
+// startServer runs `cardex serve` and returns its address once it listens.
+func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case addr = <-found:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("server did not start within 30s")
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve exited with %v after SIGTERM; want a clean exit", err)
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Error("serve did not stop within 15s of SIGTERM")
+		}
+	}
+	t.Cleanup(stop)
+	return addr, stop
+}
+
+func run(t *testing.T, bin, addr string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "CARDEX_ADDR="+addr)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	if code != 0 {
+		t.Logf("%v exited %d: %s", args, code, stderr.String())
+	}
+	return string(out), code
+}
+
+func TestTourAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	data := t.TempDir()
+	addr, stop := startServer(t, bin, data)
+
+	out, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/")
+	if code != 0 || !regexp.MustCompile(`\d+ created, 0 updated, 0 unchanged`).MatchString(out) {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	out, _ = run(t, bin, addr, "cards", "apply", "-f", "../../examples/")
+	if !strings.Contains(out, "0 created, 0 updated,") {
+		t.Fatalf("second apply should change nothing:\n%s", out)
+	}
+
+	support := []string{"--tenant", "acme", "--scopes", "support:read,support:write,orders:read,billing:read"}
+	out, code = run(t, bin, addr, append([]string{"discover", "refund the customer's invoice", "-o", "json"}, support...)...)
+	if code != 0 {
+		t.Fatalf("discover exit %d", code)
+	}
+	var resp struct {
+		Tools []struct {
+			Card struct {
+				Server, Name   string
+				RequiredScopes []string `json:"requiredScopes"`
+				InputSchema    string   `json:"inputSchema"`
+			}
+		}
+		CandidateCount int `json:"candidateCount"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("discover -o json: %v\n%s", err, out)
+	}
+	if len(resp.Tools) != 5 || resp.CandidateCount == 0 {
+		t.Fatalf("want 5 tools from a non-empty candidate set, got %d of %d", len(resp.Tools), resp.CandidateCount)
+	}
+	for _, tool := range resp.Tools {
+		for _, s := range tool.Card.RequiredScopes {
+			if strings.HasSuffix(s, ":admin") {
+				t.Errorf("support caller was shown %s/%s requiring %s", tool.Card.Server, tool.Card.Name, s)
+			}
+		}
+		if tool.Card.InputSchema == "" {
+			t.Errorf("%s/%s came without its schema", tool.Card.Server, tool.Card.Name)
+		}
+	}
+
+	if _, code = run(t, bin, addr, append([]string{"describe", "billing/issue_refund"}, support...)...); code == 0 {
+		t.Error("support caller could describe billing/issue_refund")
+	}
+	if _, code = run(t, bin, addr, "describe", "billing/issue_refund", "--tenant", "acme", "--scopes", "billing:*"); code != 0 {
+		t.Error("billing admin could not describe billing/issue_refund")
+	}
+	if _, code = run(t, bin, addr, append([]string{"authorize", "billing/issue_refund", "--args", "{}"}, support...)...); code != 2 {
+		t.Errorf("authorize of a forbidden tool: exit %d, want 2", code)
+	}
+
+	// Stop (SIGTERM, graceful) and start again on the same directory.
+	stop()
+	addr, _ = startServer(t, bin, data)
+	out, code = run(t, bin, addr, "cards", "list", "--tenant", "acme", "--all", "-o", "json")
+	if code != 0 {
+		t.Fatalf("list after restart: exit %d", code)
+	}
+	var list struct{ Cards []json.RawMessage }
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Cards) < 40 {
+		t.Fatalf("after restart want the catalogue back (40+ cards), got %d (%v)", len(list.Cards), err)
+	}
+	out2, _ := run(t, bin, addr, append([]string{"discover", "refund the customer's invoice", "-o", "json"}, support...)...)
+	var resp2 struct {
+		Tools []struct{ Card struct{ Server, Name string } }
+	}
+	json.Unmarshal([]byte(out2), &resp2)
+	if len(resp2.Tools) != len(resp.Tools) {
+		t.Fatalf("after restart: %d tools, before: %d", len(resp2.Tools), len(resp.Tools))
+	}
+	for i := range resp.Tools {
+		if resp.Tools[i].Card.Name != resp2.Tools[i].Card.Name || resp.Tools[i].Card.Server != resp2.Tools[i].Card.Server {
+			t.Errorf("rank %d changed across restart: %s/%s vs %s/%s", i+1, resp.Tools[i].Card.Server, resp.Tools[i].Card.Name, resp2.Tools[i].Card.Server, resp2.Tools[i].Card.Name)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(data, "discoveries.jsonl")); err != nil || strings.Count(string(b), "\n") < 2 {
+		t.Errorf("discovery log: %v, %d lines", err, strings.Count(string(b), "\n"))
+	}
+}
