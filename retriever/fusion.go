@@ -1,0 +1,151 @@
+package retriever
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Fused is one card after fusing the lexical and semantic legs.
+type Fused struct {
+	ID    string
+	Score float64 // fused score
+	// Lexical and Semantic are the raw scores of the legs, 0 if absent.
+	Lexical, Semantic float64
+	// LexicalRank and SemanticRank are 1-based positions in the legs, 0 if
+	// absent from that leg.
+	LexicalRank, SemanticRank int
+	// Fields are the matched fields from the lexical hit (a copy).
+	Fields []string
+}
+
+// DefaultRRFK is the k of reciprocal rank fusion used unless configured
+// otherwise (the value from Cormack et al., also the common default).
+const DefaultRRFK = 60
+
+// FuseRRF fuses two legs with reciprocal rank fusion: a card's score is the
+// sum over the legs that hold it of 1/(k+rank), rank 1-based by position
+// (legs are sorted best first). A k <= 0 (or NaN) means DefaultRRFK. If an ID
+// occurs more than once in a leg, its first (best) position counts.
+//
+// The result holds every ID of either leg, sorted by Score descending, then ID
+// ascending, so equal inputs always give the same order. Inputs are not
+// modified.
+func FuseRRF(lexical, semantic []Hit, k float64) []Fused {
+	if !(k > 0) || math.IsInf(k, 1) {
+		k = DefaultRRFK
+	}
+	out := joinLegs(lexical, semantic)
+	for i := range out {
+		f := &out[i]
+		if f.LexicalRank > 0 {
+			f.Score += 1 / (k + float64(f.LexicalRank))
+		}
+		if f.SemanticRank > 0 {
+			f.Score += 1 / (k + float64(f.SemanticRank))
+		}
+	}
+	sortFused(out)
+	return out
+}
+
+// FuseRelative fuses two legs by relative score, as Weaviate's
+// relativeScoreFusion: each leg's scores are min-max normalised to [0,1]
+// (in a leg with one hit, or whose hits all score the same, every hit gets
+// 1), and a card's score is (1-alpha)*lexical + alpha*semantic, a leg that
+// does not hold the card contributing 0. alpha = 1 is pure semantic, 0 pure
+// lexical; it is clamped to [0,1], and NaN means 0.5. If an ID occurs more
+// than once in a leg, its first (best) position counts.
+//
+// The result holds every ID of either leg (with alpha 0, semantic-only cards
+// score 0 and come last, and vice versa), sorted by Score descending, then ID
+// ascending. Inputs are not modified.
+func FuseRelative(lexical, semantic []Hit, alpha float64) []Fused {
+	switch {
+	case math.IsNaN(alpha):
+		alpha = 0.5
+	case alpha < 0:
+		alpha = 0
+	case alpha > 1:
+		alpha = 1
+	}
+	out := joinLegs(lexical, semantic)
+	lexNorm := minMaxNormaliser(lexical)
+	semNorm := minMaxNormaliser(semantic)
+	for i := range out {
+		f := &out[i]
+		var lex, sem float64
+		if f.LexicalRank > 0 {
+			lex = lexNorm(f.Lexical)
+		}
+		if f.SemanticRank > 0 {
+			sem = semNorm(f.Semantic)
+		}
+		f.Score = (1-alpha)*lex + alpha*sem
+	}
+	sortFused(out)
+	return out
+}
+
+// joinLegs merges the legs by ID, recording raw scores, ranks and fields; Score
+// is left 0. The order of the result is unspecified until sortFused.
+func joinLegs(lexical, semantic []Hit) []Fused {
+	out := make([]Fused, 0, len(lexical)+len(semantic))
+	pos := make(map[string]int, len(lexical)+len(semantic))
+	for i, h := range lexical {
+		if _, dup := pos[h.ID]; dup {
+			continue
+		}
+		pos[h.ID] = len(out)
+		out = append(out, Fused{
+			ID:          h.ID,
+			Lexical:     h.Score,
+			LexicalRank: i + 1,
+			Fields:      slices.Clone(h.Fields),
+		})
+	}
+	for i, h := range semantic {
+		j, seen := pos[h.ID]
+		if !seen {
+			pos[h.ID] = len(out)
+			out = append(out, Fused{ID: h.ID, Semantic: h.Score, SemanticRank: i + 1})
+			continue
+		}
+		if out[j].SemanticRank == 0 {
+			out[j].Semantic = h.Score
+			out[j].SemanticRank = i + 1
+		}
+	}
+	return out
+}
+
+// minMaxNormaliser returns the min-max map of the leg's scores onto [0,1], using
+// each ID's first occurrence as joinLegs does. A leg with one distinct score maps
+// everything to 1.
+func minMaxNormaliser(leg []Hit) func(float64) float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	seen := make(map[string]bool, len(leg))
+	for _, h := range leg {
+		if seen[h.ID] {
+			continue
+		}
+		seen[h.ID] = true
+		lo = min(lo, h.Score)
+		hi = max(hi, h.Score)
+	}
+	span := hi - lo
+	if !(span > 0) || math.IsInf(span, 0) {
+		return func(float64) float64 { return 1 }
+	}
+	return func(s float64) float64 { return (s - lo) / span }
+}
+
+// sortFused orders by Score descending, then ID ascending.
+func sortFused(out []Fused) {
+	slices.SortFunc(out, func(a, b Fused) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}

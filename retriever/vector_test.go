@@ -1,0 +1,331 @@
+package retriever
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+)
+
+func mvRandUnit(r *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	var ss float64
+	for i := range v {
+		x := r.NormFloat64()
+		v[i] = float32(x)
+		ss += x * x
+	}
+	inv := float32(1 / math.Sqrt(ss))
+	for i := range v {
+		v[i] *= inv
+	}
+	return v
+}
+
+// mvBruteForce ranks every (id, vec) of the tenant allowed by ids (nil = all).
+func mvBruteForce(vecs map[string][]float32, query []float32, ids []string, k int) []Hit {
+	var allowed map[string]bool
+	if ids != nil {
+		allowed = map[string]bool{}
+		for _, id := range ids {
+			allowed[id] = true
+		}
+	}
+	var hs []Hit
+	for id, v := range vecs {
+		if allowed != nil && !allowed[id] {
+			continue
+		}
+		hs = append(hs, Hit{ID: id, Score: dotF32(query, v)})
+	}
+	slices.SortFunc(hs, func(a, b Hit) int {
+		if hitBetter(a, b) {
+			return -1
+		}
+		if hitBetter(b, a) {
+			return 1
+		}
+		return 0
+	})
+	if len(hs) > k {
+		hs = hs[:k]
+	}
+	if hs == nil {
+		hs = []Hit{}
+	}
+	return hs
+}
+
+func mvSameHits(t *testing.T, label string, got, want []Hit) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %d hits, want %d\n got %v\nwant %v", label, len(got), len(want), got, want)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || got[i].Score != want[i].Score {
+			t.Fatalf("%s: hit %d = %v, want %v", label, i, got[i], want[i])
+		}
+	}
+}
+
+func TestMemoryVectorsMatchesBruteForce(t *testing.T) {
+	const dim = 16
+	r := rand.New(rand.NewPCG(7, 11))
+	m := NewMemoryVectors(dim)
+	ref := map[string]map[string][]float32{} // tenant → id → vec
+	for _, tenant := range []string{"acme", "globex"} {
+		ref[tenant] = map[string][]float32{}
+		for i := range 300 {
+			id := fmt.Sprintf("%s/s%d/tool%03d", tenant, i%4, i)
+			v := mvRandUnit(r, dim)
+			ref[tenant][id] = v
+			if err := m.Upsert(id, tenant, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if m.Len() != 600 {
+		t.Fatalf("Len = %d, want 600", m.Len())
+	}
+	for trial := range 50 {
+		q := mvRandUnit(r, dim)
+		tenant := []string{"acme", "globex"}[trial%2]
+		for _, k := range []int{1, 5, 50, 1000} {
+			got, err := m.Search(q, Filter{Tenant: tenant}, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mvSameHits(t, fmt.Sprintf("trial %d k=%d", trial, k), got, mvBruteForce(ref[tenant], q, nil, k))
+		}
+	}
+}
+
+func TestMemoryVectorsTenantIsolation(t *testing.T) {
+	m := NewMemoryVectors(2)
+	mvMustUpsert(t, m, "a/s/x", "a", []float32{1, 0})
+	mvMustUpsert(t, m, "b/s/x", "b", []float32{1, 0})
+	mvMustUpsert(t, m, "b/s/y", "b", []float32{0, 1})
+
+	got, _ := m.Search([]float32{1, 0}, Filter{Tenant: "a"}, 10)
+	mvSameHits(t, "tenant a", got, []Hit{{ID: "a/s/x", Score: 1}})
+
+	// Another tenant's IDs in the filter are ignored.
+	got, _ = m.Search([]float32{1, 0}, Filter{Tenant: "a", IDs: []string{"b/s/x", "b/s/y"}}, 10)
+	mvSameHits(t, "foreign ids", got, []Hit{})
+
+	got, _ = m.Search([]float32{1, 0}, Filter{Tenant: "nobody"}, 10)
+	mvSameHits(t, "unknown tenant", got, []Hit{})
+
+	// Moving an id to another tenant removes it from the first.
+	mvMustUpsert(t, m, "a/s/x", "b", []float32{0, 1})
+	got, _ = m.Search([]float32{1, 0}, Filter{Tenant: "a"}, 10)
+	mvSameHits(t, "after move, a", got, []Hit{})
+	got, _ = m.Search([]float32{0, 1}, Filter{Tenant: "b"}, 10)
+	mvSameHits(t, "after move, b", got, []Hit{{ID: "a/s/x", Score: 1}, {ID: "b/s/y", Score: 1}, {ID: "b/s/x", Score: 0}})
+	if m.Len() != 3 {
+		t.Errorf("Len = %d, want 3", m.Len())
+	}
+}
+
+func mvMustUpsert(t *testing.T, m *MemoryVectors, id, tenant string, v []float32) {
+	t.Helper()
+	if err := m.Upsert(id, tenant, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMemoryVectorsIDsFilter(t *testing.T) {
+	const dim = 8
+	r := rand.New(rand.NewPCG(3, 4))
+	m := NewMemoryVectors(dim)
+	ref := map[string][]float32{}
+	var all []string
+	for i := range 100 {
+		id := fmt.Sprintf("t/s/n%03d", i)
+		v := mvRandUnit(r, dim)
+		ref[id] = v
+		all = append(all, id)
+		mvMustUpsert(t, m, id, "t", v)
+	}
+	q := mvRandUnit(r, dim)
+
+	got, err := m.Search(q, Filter{Tenant: "t", IDs: []string{}}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mvSameHits(t, "empty non-nil IDs", got, []Hit{})
+
+	for trial := range 20 {
+		var ids []string
+		for _, id := range all {
+			if r.IntN(4) == 0 {
+				ids = append(ids, id)
+			}
+		}
+		// Unknown and duplicate IDs are harmless.
+		ids = append(ids, "t/s/missing")
+		if len(ids) > 1 {
+			ids = append(ids, ids[0])
+		}
+		idsIn := slices.Clone(ids)
+		got, err := m.Search(q, Filter{Tenant: "t", IDs: ids}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mvSameHits(t, fmt.Sprintf("trial %d", trial), got, mvBruteForce(ref, q, ids, 7))
+		if !slices.Equal(ids, idsIn) {
+			t.Fatal("Search modified f.IDs")
+		}
+	}
+}
+
+func TestMemoryVectorsDelete(t *testing.T) {
+	const dim = 8
+	r := rand.New(rand.NewPCG(5, 6))
+	m := NewMemoryVectors(dim)
+	ref := map[string][]float32{}
+	for i := range 50 {
+		id := fmt.Sprintf("t/s/n%02d", i)
+		ref[id] = mvRandUnit(r, dim)
+		mvMustUpsert(t, m, id, "t", ref[id])
+	}
+	// Delete in a scrambled order, checking results after each step; this
+	// exercises the swap of the last row into every kind of hole.
+	order := make([]string, 0, len(ref))
+	for id := range ref {
+		order = append(order, id)
+	}
+	slices.Sort(order)
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for n, id := range order {
+		m.Delete(id)
+		m.Delete(id) // idempotent
+		delete(ref, id)
+		if m.Len() != len(ref) {
+			t.Fatalf("after %d deletes Len = %d, want %d", n+1, m.Len(), len(ref))
+		}
+		q := mvRandUnit(r, dim)
+		got, err := m.Search(q, Filter{Tenant: "t"}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mvSameHits(t, fmt.Sprintf("after deleting %s", id), got, mvBruteForce(ref, q, nil, 100))
+	}
+	m.Delete("never/was/here")
+	if len(m.tenants) != 0 {
+		t.Errorf("empty tenant not released: %v", m.tenants)
+	}
+}
+
+func TestMemoryVectorsUpsertReplaces(t *testing.T) {
+	m := NewMemoryVectors(2)
+	mvMustUpsert(t, m, "t/s/a", "t", []float32{1, 0})
+	mvMustUpsert(t, m, "t/s/a", "t", []float32{0, 1})
+	if m.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", m.Len())
+	}
+	got, _ := m.Search([]float32{0, 1}, Filter{Tenant: "t"}, 1)
+	mvSameHits(t, "replaced", got, []Hit{{ID: "t/s/a", Score: 1}})
+
+	// The store keeps a copy: changing the caller's slice changes nothing.
+	v := []float32{1, 0}
+	mvMustUpsert(t, m, "t/s/b", "t", v)
+	v[0] = -1
+	got, _ = m.Search([]float32{1, 0}, Filter{Tenant: "t"}, 1)
+	mvSameHits(t, "copied", got, []Hit{{ID: "t/s/b", Score: 1}})
+}
+
+func TestMemoryVectorsErrors(t *testing.T) {
+	m := NewMemoryVectors(3)
+	for _, v := range [][]float32{nil, {1, 0}, {1, 0, 0, 0}, {float32(math.NaN()), 0, 0}, {float32(math.Inf(1)), 0, 0}} {
+		if err := m.Upsert("t/s/a", "t", v); err == nil {
+			t.Errorf("Upsert(%v): no error", v)
+		}
+	}
+	if m.Len() != 0 {
+		t.Errorf("Len = %d after failed upserts", m.Len())
+	}
+	mvMustUpsert(t, m, "t/s/a", "t", []float32{1, 0, 0})
+	if _, err := m.Search([]float32{1, 0}, Filter{Tenant: "t"}, 1); err == nil {
+		t.Error("Search with wrong dim: no error")
+	}
+	if _, err := m.Search([]float32{float32(math.NaN()), 0, 0}, Filter{Tenant: "t"}, 1); err == nil {
+		t.Error("Search with NaN: no error")
+	}
+	for _, k := range []int{0, -1} {
+		if _, err := m.Search([]float32{1, 0, 0}, Filter{Tenant: "t"}, k); err == nil {
+			t.Errorf("Search k=%d: no error", k)
+		}
+	}
+}
+
+func TestMemoryVectorsTies(t *testing.T) {
+	m := NewMemoryVectors(2)
+	// Equal vectors, inserted in descending ID order.
+	for _, id := range []string{"t/z/a", "t/m/b", "t/m/a", "t/a/z", "t/a/a"} {
+		mvMustUpsert(t, m, id, "t", []float32{0.6, 0.8})
+	}
+	mvMustUpsert(t, m, "t/0/low", "t", []float32{1, 0})
+	got, _ := m.Search([]float32{0.6, 0.8}, Filter{Tenant: "t"}, 3)
+	want := []string{"t/a/a", "t/a/z", "t/m/a"}
+	for i, h := range got {
+		if h.ID != want[i] {
+			t.Fatalf("ties: got %v, want IDs %v", got, want)
+		}
+	}
+	all, _ := m.Search([]float32{0.6, 0.8}, Filter{Tenant: "t"}, 10)
+	if len(all) != 6 || all[5].ID != "t/0/low" || all[4].ID != "t/z/a" {
+		t.Fatalf("ties, k=10: got %v", all)
+	}
+}
+
+func TestMemoryVectorsConcurrent(t *testing.T) {
+	const dim = 8
+	m := NewMemoryVectors(dim)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for i := range 200 {
+				id := fmt.Sprintf("t/w%d/n%d", w, i%20)
+				switch r.IntN(3) {
+				case 0:
+					m.Delete(id)
+				default:
+					if err := m.Upsert(id, "t", mvRandUnit(r, dim)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if _, err := m.Search(mvRandUnit(r, dim), Filter{Tenant: "t"}, 5); err != nil {
+					t.Error(err)
+					return
+				}
+				_ = m.Len()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func BenchmarkMemoryVectorsSearch(b *testing.B) {
+	const dim, n, k = 384, 10_000, 10
+	r := rand.New(rand.NewPCG(1, 1))
+	m := NewMemoryVectors(dim)
+	for i := range n {
+		if err := m.Upsert(fmt.Sprintf("t/s%d/tool%05d", i%20, i), "t", mvRandUnit(r, dim)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	q := mvRandUnit(r, dim)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Search(q, Filter{Tenant: "t"}, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
