@@ -33,7 +33,9 @@ func CompileSchema(raw []byte) (*Schema, error) {
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), loc, "schema"))
+		// Relative references resolve against loc: show them as written.
+		msg := strings.ReplaceAll(err.Error(), loc, "schema")
+		return nil, fmt.Errorf("%s", strings.ReplaceAll(msg, "mem:///", ""))
 	}
 	return &Schema{s: s}, nil
 }

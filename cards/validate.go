@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -123,17 +124,20 @@ func Normalize(c *Card) error {
 	if c.Tags, err = textList("tags", c.Tags, MaxTags, MaxTagLen, true); err != nil {
 		return err
 	}
+	slices.Sort(c.Tags) // tags are a set: their order is not content
 	if len(c.RequiredScopes) > MaxScopes {
 		return Invalid("required_scopes", "has %d entries; the limit is %d", len(c.RequiredScopes), MaxScopes)
 	}
 	scopes := make([]string, 0, len(c.RequiredScopes))
 	for i, s := range c.RequiredScopes {
 		s = strings.TrimSpace(s)
+		// Checked before the character rule, which excludes '*' too and
+		// would otherwise hide this more precise message.
+		if strings.Contains(s, "*") {
+			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q: wildcards belong to callers, not to cards", truncate(s, 140))
+		}
 		if !scopeRule.MatchString(s) {
 			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q must match [A-Za-z0-9_.:/-]{1,%d}", truncate(s, 140), MaxScopeLen)
-		}
-		if strings.HasSuffix(s, "*") {
-			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q: wildcards belong to callers, not to cards", s)
 		}
 		scopes = append(scopes, s)
 	}
@@ -229,7 +233,8 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	// dec.More() would miss a stray '}' or ']': it reports false for them.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("unexpected data after the JSON value")
 	}
 	var buf bytes.Buffer
