@@ -25,7 +25,7 @@ type catalog struct {
 // refresh brings the retriever's view up to date after a write, so a card
 // put through this server is discoverable as soon as the call returns.
 func (s *catalog) refresh(ctx context.Context) {
-	if err := s.ret.Sync(ctx); err != nil {
+	if err := s.ret.Sync(context.WithoutCancel(ctx)); err != nil {
 		s.log.Error("retriever sync after write failed; the periodic sync will retry", "err", err)
 	}
 }
