@@ -2,10 +2,14 @@ package retriever
 
 import "github.com/seed0cff8200/cardex/cards"
 
-// DocID is the identifier of a card inside the indexes: "tenant/server/name".
-// Names cannot contain '/', so it is unambiguous, and within one tenant its
-// order is the (server, name) order used for deterministic tie-breaks.
-func DocID(k cards.Key) string { return k.String() }
+// DocID is the identifier of a card inside the indexes: tenant, server and
+// name joined by U+001F. Names cannot contain it, so the ID is unambiguous,
+// and since it sorts below every character a name may hold, the byte order
+// of IDs within one tenant is the (server, name) order used for
+// deterministic tie-breaks ("ops" < "ops-eu" < "ops.eu").
+func DocID(k cards.Key) string { return k.Tenant + idSep + k.Server + idSep + k.Name }
+
+const idSep = "\x1f"
 
 // Hit is one scored match from a leg of the search, best first.
 type Hit struct {

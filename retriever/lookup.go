@@ -145,8 +145,8 @@ func argumentViolations(e *entry, args []byte) []string {
 		args = []byte("{}")
 	}
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(args, &obj); err != nil {
-		return []string{"arguments must be a JSON object: " + err.Error()}
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return []string{"arguments must be a JSON object"}
 	}
 	schema, err := e.inputSchema()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -24,7 +25,7 @@ import (
 func serveCmd() *cobra.Command {
 	var (
 		dataDir, listen, queryLog, logLevel, tokenFile string
-		grace                                          time.Duration
+		grace, syncEvery                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,7 +61,11 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer ret.Close()
-			dlog, err := discoverylog.Open(filepath.Join(dataDir, "discoveries.jsonl"), mode)
+			key, err := discoverylog.LoadOrCreateKey(filepath.Join(dataDir, "log-key"))
+			if err != nil {
+				return fmt.Errorf("discovery log key: %w", err)
+			}
+			dlog, err := discoverylog.Open(filepath.Join(dataDir, "discoveries.jsonl"), mode, key)
 			if err != nil {
 				return fmt.Errorf("discovery log: %w", err)
 			}
@@ -73,6 +78,7 @@ func serveCmd() *cobra.Command {
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Logger: log, CatalogToken: token})
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
+			go syncLoop(ctx, ret, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", "embedded", "data_dir", dataDir,
 				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
 
@@ -104,5 +110,26 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
+	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	return cmd
+}
+
+// syncLoop re-checks the store's change sequence periodically, so a write
+// whose in-process index update failed still becomes discoverable.
+func syncLoop(ctx context.Context, ret *retriever.Retriever, every time.Duration, log *slog.Logger) {
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := ret.Sync(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("periodic sync failed", "err", err)
+			}
+		}
+	}
 }

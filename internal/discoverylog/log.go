@@ -4,11 +4,16 @@ package discoverylog
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -61,35 +66,66 @@ type Log struct {
 	f    *os.File
 	w    *bufio.Writer
 	mode QueryMode
+	key  []byte
 }
 
-// Open opens (or creates) path for appending.
-func Open(path string, mode QueryMode) (*Log, error) {
+// Open opens (or creates) path for appending. key keys the HMAC that
+// pseudonymises subjects (and queries in hash mode): without the key a
+// hashed e-mail address cannot be confirmed by guessing. It must not be empty.
+func Open(path string, mode QueryMode, key []byte) (*Log, error) {
+	if len(key) == 0 {
+		return nil, errors.New("discovery log: empty hashing key")
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	return &Log{f: f, w: bufio.NewWriter(f), mode: mode}, nil
+	return &Log{f: f, w: bufio.NewWriter(f), mode: mode, key: key}, nil
 }
 
-// Hash is the (unsalted) SHA-256 prefix used for subjects and queries.
-func Hash(s string) string {
+// LoadOrCreateKey reads the hashing key kept at path, creating a random one
+// (0600) on first use, so hashes stay comparable across restarts.
+func LoadOrCreateKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		k, derr := hex.DecodeString(strings.TrimSpace(string(b)))
+		if derr != nil || len(k) < 16 {
+			return nil, fmt.Errorf("%s: not a hex key of at least 16 bytes", path)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// Hash is the keyed pseudonym of s (HMAC-SHA-256, 24 hex digits); "" for "".
+func (l *Log) Hash(s string) string {
 	if s == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:12])
+	m := hmac.New(sha256.New, l.key)
+	m.Write([]byte(s))
+	return hex.EncodeToString(m.Sum(nil)[:12])
 }
 
 // Append records one discovery. subject and query are given in clear and
 // recorded as the log's mode says (the subject is always hashed).
 func (l *Log) Append(e Entry, subject, query string) error {
-	e.SubjectHash = Hash(subject)
+	e.SubjectHash = l.Hash(subject)
 	switch l.mode {
 	case QueryRaw:
 		e.Query = query
 	case QueryHash:
-		e.QueryHash = Hash(query)
+		e.QueryHash = l.Hash(query)
 	}
 	b, err := json.Marshal(e)
 	if err != nil {

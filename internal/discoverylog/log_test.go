@@ -40,11 +40,12 @@ func TestParseQueryMode(t *testing.T) {
 }
 
 func TestHash(t *testing.T) {
-	if Hash("") != "" {
-		t.Errorf("Hash(\"\") = %q, want empty", Hash(""))
+	l, _ := openLog(t, QueryHash)
+	if l.Hash("") != "" {
+		t.Errorf("Hash(\"\") = %q, want empty", l.Hash(""))
 	}
-	a, b := Hash("alice"), Hash("bob")
-	if a == b || a != Hash("alice") {
+	a, b := l.Hash("alice"), l.Hash("bob")
+	if a == b || a != l.Hash("alice") {
 		t.Errorf("Hash is not a stable function of its input: %q %q", a, b)
 	}
 	if _, err := hex.DecodeString(a); err != nil || len(a) != 24 {
@@ -53,12 +54,44 @@ func TestHash(t *testing.T) {
 	if strings.Contains(a, "alice") {
 		t.Errorf("Hash leaks its input")
 	}
+	other, err := Open(filepath.Join(t.TempDir(), "other.jsonl"), QueryHash, []byte("another-key-of-enough-bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if other.Hash("alice") == a {
+		t.Errorf("two keys gave the same pseudonym: the hash is not keyed")
+	}
 }
+
+func TestLoadOrCreateKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log-key")
+	k1, err := LoadOrCreateKey(path)
+	if err != nil || len(k1) != 32 {
+		t.Fatalf("create: %v (%d bytes)", err, len(k1))
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", err, fi.Mode())
+	}
+	k2, err := LoadOrCreateKey(path)
+	if err != nil || string(k1) != string(k2) {
+		t.Fatalf("reload gave another key: %v", err)
+	}
+	os.WriteFile(path, []byte("zz"), 0o600)
+	if _, err := LoadOrCreateKey(path); err == nil {
+		t.Fatal("a corrupt key file was accepted")
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "x.jsonl"), QueryRaw, nil); err == nil {
+		t.Fatal("Open accepted an empty key")
+	}
+}
+
+var testKey = []byte("0123456789abcdef-test-key")
 
 func openLog(t *testing.T, mode QueryMode) (*Log, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "discoveries.jsonl")
-	l, err := Open(path, mode)
+	l, err := Open(path, mode, testKey)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -100,7 +133,7 @@ func TestAppendQueryModes(t *testing.T) {
 		wantQuery, wantQH string
 	}{
 		{QueryRaw, query, ""},
-		{QueryHash, "", Hash(query)},
+		{QueryHash, "", "hashed"},
 		{QueryOff, "", ""},
 	}
 	for _, tc := range cases {
@@ -115,7 +148,10 @@ func TestAppendQueryModes(t *testing.T) {
 				t.Fatalf("%d entries, %d newlines, want one line:\n%s", len(got), bytes.Count(raw, []byte("\n")), raw)
 			}
 			want := entry
-			want.SubjectHash, want.Query, want.QueryHash = Hash(subject), tc.wantQuery, tc.wantQH
+			if tc.wantQH == "hashed" {
+				tc.wantQH = l.Hash(query)
+			}
+			want.SubjectHash, want.Query, want.QueryHash = l.Hash(subject), tc.wantQuery, tc.wantQH
 			g, _ := json.Marshal(got[0])
 			w, _ := json.Marshal(want)
 			if !bytes.Equal(g, w) {
@@ -193,7 +229,7 @@ func TestOpenAppendsAndIsPrivate(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := Open(path, QueryRaw)
+	l2, err := Open(path, QueryRaw, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +253,7 @@ func TestOpenAppendsAndIsPrivate(t *testing.T) {
 }
 
 func TestOpenErrorsAndAppendAfterClose(t *testing.T) {
-	if _, err := Open(filepath.Join(t.TempDir(), "missing", "dir", "log.jsonl"), QueryRaw); err == nil {
+	if _, err := Open(filepath.Join(t.TempDir(), "missing", "dir", "log.jsonl"), QueryRaw, testKey); err == nil {
 		t.Errorf("Open in a missing directory succeeded")
 	}
 	l, _ := openLog(t, QueryRaw)

@@ -107,8 +107,8 @@ func TestDiscoveryLog(t *testing.T) {
 				if got.Tenant != "acme" || got.SessionID != "sess-42" {
 					t.Errorf("line %d: tenant %q session %q", i+1, got.Tenant, got.SessionID)
 				}
-				if got.SubjectHash != discoverylog.Hash(subject) || got.SubjectHash == "" {
-					t.Errorf("line %d: subject_hash %q, want %q", i+1, got.SubjectHash, discoverylog.Hash(subject))
+				if got.SubjectHash != e.dlog.Hash(subject) || got.SubjectHash == "" {
+					t.Errorf("line %d: subject_hash %q, want %q", i+1, got.SubjectHash, e.dlog.Hash(subject))
 				}
 				switch mode {
 				case discoverylog.QueryRaw:
@@ -116,8 +116,8 @@ func TestDiscoveryLog(t *testing.T) {
 						t.Errorf("line %d: query %q hash %q, want the raw query", i+1, got.Query, got.QueryHash)
 					}
 				case discoverylog.QueryHash:
-					if got.Query != "" || got.QueryHash != discoverylog.Hash(q) {
-						t.Errorf("line %d: query %q hash %q, want only the hash %q", i+1, got.Query, got.QueryHash, discoverylog.Hash(q))
+					if got.Query != "" || got.QueryHash != e.dlog.Hash(q) {
+						t.Errorf("line %d: query %q hash %q, want only the hash %q", i+1, got.Query, got.QueryHash, e.dlog.Hash(q))
 					}
 				case discoverylog.QueryOff:
 					if got.Query != "" || got.QueryHash != "" {

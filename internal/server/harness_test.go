@@ -37,6 +37,7 @@ type env struct {
 	conn    *grpc.ClientConn
 	store   *embedded.Store
 	logPath string // discovery log file, "" when not logging
+	dlog    *discoverylog.Log
 }
 
 type envOptions struct {
@@ -71,10 +72,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 	var dlog *discoverylog.Log
 	if o.logMode != "" {
 		e.logPath = filepath.Join(dir, "discoveries.jsonl")
-		if dlog, err = discoverylog.Open(e.logPath, o.logMode); err != nil {
+		if dlog, err = discoverylog.Open(e.logPath, o.logMode, []byte("server-test-log-key")); err != nil {
 			t.Fatalf("discoverylog.Open: %v", err)
 		}
 		t.Cleanup(func() { _ = dlog.Close() })
+		e.dlog = dlog
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

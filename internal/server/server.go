@@ -76,8 +76,8 @@ func catalogAuth(token string) grpc.UnaryServerInterceptor {
 		if token != "" && strings.HasPrefix(info.FullMethod, prefix) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			got := ""
-			if v := md.Get("authorization"); len(v) > 0 {
-				got = strings.TrimPrefix(v[0], "Bearer ")
+			if v := md.Get("authorization"); len(v) > 0 && len(v[0]) > 7 && strings.EqualFold(v[0][:7], "bearer ") {
+				got = v[0][7:]
 			}
 			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 				return nil, status.Error(codes.Unauthenticated, "CatalogService needs the catalog token: authorization: Bearer TOKEN")
