@@ -1,0 +1,427 @@
+package retriever
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
+)
+
+// LexicalDoc is what the lexical index holds for one card. Text fields are
+// given as on the card; the index splits identifiers itself.
+type LexicalDoc struct {
+	ID          string // DocID(tenant, server, name)
+	Tenant      string
+	Server      string
+	Name        string
+	Summary     string
+	Description string
+	Aliases     []string
+	Tags        []string
+	// Params are the parameter names of the input schema, top-level and
+	// nested property names.
+	Params []string
+}
+
+// LexicalWeights are the query-time boosts of the card fields. A zero
+// weight leaves the field out of the query; negative weights are invalid.
+type LexicalWeights struct {
+	Name        float64
+	Aliases     float64
+	Summary     float64
+	Tags        float64
+	Params      float64
+	Description float64
+	Server      float64
+}
+
+// DefaultLexicalWeights returns the boosts used by NewLexicalIndex.
+func DefaultLexicalWeights() LexicalWeights {
+	return LexicalWeights{
+		Name:        3,
+		Aliases:     2.5,
+		Summary:     2,
+		Tags:        1.5,
+		Params:      1,
+		Description: 1,
+		Server:      0.5,
+	}
+}
+
+func (w LexicalWeights) validate() error {
+	for _, f := range w.fields() {
+		if math.IsNaN(f.boost) || math.IsInf(f.boost, 0) || f.boost < 0 {
+			return fmt.Errorf("lexical weight for %s must be a finite number >= 0, got %v", f.name, f.boost)
+		}
+	}
+	return nil
+}
+
+type lexField struct {
+	name  string
+	boost float64
+}
+
+// fields lists the searchable fields in a fixed order. The index field names
+// are the card field names.
+func (w LexicalWeights) fields() []lexField {
+	return []lexField{
+		{lexFieldName, w.Name},
+		{lexFieldAliases, w.Aliases},
+		{lexFieldSummary, w.Summary},
+		{lexFieldTags, w.Tags},
+		{lexFieldParams, w.Params},
+		{lexFieldDescription, w.Description},
+		{lexFieldServer, w.Server},
+	}
+}
+
+// Index field names. The text fields carry the card field names, so a match
+// location's field is reported as is; tenant is a keyword field used only
+// to filter.
+const (
+	lexFieldTenant      = "tenant"
+	lexFieldName        = "name"
+	lexFieldAliases     = "aliases"
+	lexFieldSummary     = "summary"
+	lexFieldTags        = "tags"
+	lexFieldParams      = "params"
+	lexFieldDescription = "description"
+	lexFieldServer      = "server"
+
+	// lexAnalyzer is bleve's English analyzer: unicode tokenizer,
+	// possessive_en, to_lower, stop_en, porter stemmer.
+	lexAnalyzer = en.AnalyzerName
+)
+
+// lexTextFields maps index field names to the card field names reported in
+// Hit.Fields.
+var lexTextFields = map[string]string{
+	lexFieldName:        "name",
+	lexFieldAliases:     "aliases",
+	lexFieldSummary:     "summary",
+	lexFieldTags:        "tags",
+	lexFieldParams:      "params",
+	lexFieldDescription: "description",
+	lexFieldServer:      "server",
+}
+
+// LexicalIndex is a BM25 index of cards (bleve). It is ephemeral: its
+// contents live as long as the value and are lost on Close. It is safe for
+// concurrent use.
+//
+// It is a scorch index in a private temporary directory, not bleve's
+// NewMemOnly index: NewMemOnly builds an upsidedown index, which cannot score
+// with BM25 (bleve silently falls back to tf-idf), and a scorch index with no
+// directory never merges its segments, so the one-card updates of a running
+// server would each leave a segment behind and searches would slow down
+// without bound. Batches do not wait for the disk (unsafe_batch): a batch is
+// searchable when Upsert or Delete returns.
+type LexicalIndex struct {
+	idx       bleve.Index
+	dir       string
+	analyzer  analysis.Analyzer
+	fields    []lexField // weights > 0 only
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewLexicalIndex returns an empty index with DefaultLexicalWeights.
+func NewLexicalIndex() (*LexicalIndex, error) {
+	return NewLexicalIndexWithWeights(DefaultLexicalWeights())
+}
+
+// NewLexicalIndexWithWeights returns an empty index that searches with the
+// given field boosts.
+func NewLexicalIndexWithWeights(w LexicalWeights) (*LexicalIndex, error) {
+	if err := w.validate(); err != nil {
+		return nil, err
+	}
+	m := lexMapping()
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("lexical index mapping: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "cardex-lexical-")
+	if err != nil {
+		return nil, fmt.Errorf("lexical index: %w", err)
+	}
+	idx, err := bleve.NewUsing(filepath.Join(dir, "index"), m, scorch.Name, scorch.Name,
+		map[string]any{"unsafe_batch": true})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("lexical index: %w", err)
+	}
+	an := idx.Mapping().AnalyzerNamed(lexAnalyzer)
+	if an == nil {
+		_ = idx.Close()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("lexical index: analyzer %q not registered", lexAnalyzer)
+	}
+	x := &LexicalIndex{idx: idx, dir: dir, analyzer: an}
+	for _, f := range w.fields() {
+		if f.boost > 0 {
+			x.fields = append(x.fields, f)
+		}
+	}
+	return x, nil
+}
+
+func lexMapping() *mapping.IndexMappingImpl {
+	text := func() *mapping.FieldMapping {
+		fm := bleve.NewTextFieldMapping()
+		fm.Analyzer = lexAnalyzer
+		fm.Store = false
+		fm.IncludeInAll = false
+		fm.IncludeTermVectors = true // for hit locations: which fields matched
+		fm.DocValues = false
+		return fm
+	}
+	kw := bleve.NewKeywordFieldMapping()
+	kw.Analyzer = keyword.Name
+	kw.Store = false
+	kw.IncludeInAll = false
+	kw.IncludeTermVectors = false
+	kw.DocValues = false
+
+	dm := bleve.NewDocumentStaticMapping()
+	dm.AddFieldMappingsAt(lexFieldTenant, kw)
+	for name := range lexTextFields {
+		dm.AddFieldMappingsAt(name, text())
+	}
+
+	m := bleve.NewIndexMapping()
+	m.ScoringModel = index.BM25Scoring
+	m.DefaultMapping = dm
+	m.DefaultAnalyzer = lexAnalyzer
+	m.IndexDynamic = false
+	m.StoreDynamic = false
+	m.DocValuesDynamic = false
+	return m
+}
+
+// lexDocument is the bleve document of a card: identifier-split text.
+func lexDocument(d LexicalDoc) map[string]any {
+	return map[string]any{
+		lexFieldTenant:      d.Tenant,
+		lexFieldServer:      SplitIdentifiers(d.Server),
+		lexFieldName:        SplitIdentifiers(d.Name),
+		lexFieldSummary:     SplitIdentifiers(d.Summary),
+		lexFieldDescription: SplitIdentifiers(d.Description),
+		lexFieldAliases:     lexSplitAll(d.Aliases),
+		lexFieldTags:        lexSplitAll(d.Tags),
+		lexFieldParams:      lexSplitAll(d.Params),
+	}
+}
+
+func lexSplitAll(ss []string) []any {
+	out := make([]any, 0, len(ss))
+	for _, s := range ss {
+		if t := SplitIdentifiers(s); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Upsert indexes docs in one batch, replacing any doc with the same ID.
+func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	b := x.idx.NewBatch()
+	for i, d := range docs {
+		if d.ID == "" {
+			return fmt.Errorf("lexical upsert: doc %d: empty ID", i)
+		}
+		if d.Tenant == "" {
+			return fmt.Errorf("lexical upsert: doc %q: empty tenant", d.ID)
+		}
+		if err := b.Index(d.ID, lexDocument(d)); err != nil {
+			return fmt.Errorf("lexical upsert: doc %q: %w", d.ID, err)
+		}
+	}
+	if err := x.idx.Batch(b); err != nil {
+		return fmt.Errorf("lexical upsert: %w", err)
+	}
+	return nil
+}
+
+// Delete removes the docs with the given IDs in one batch; unknown IDs are
+// ignored.
+func (x *LexicalIndex) Delete(ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	b := x.idx.NewBatch()
+	for _, id := range ids {
+		b.Delete(id)
+	}
+	if err := x.idx.Batch(b); err != nil {
+		return fmt.Errorf("lexical delete: %w", err)
+	}
+	return nil
+}
+
+// Count returns the number of indexed docs, all tenants together.
+func (x *LexicalIndex) Count() (uint64, error) {
+	return x.idx.DocCount()
+}
+
+// Close releases the index and removes its directory. Calls after the first
+// return the first call's result.
+func (x *LexicalIndex) Close() error {
+	x.closeOnce.Do(func() {
+		err := x.idx.Close()
+		if rmErr := os.RemoveAll(x.dir); err == nil {
+			err = rmErr
+		}
+		x.closeErr = err
+	})
+	return x.closeErr
+}
+
+// Search returns at most limit docs of the candidate set f that match query,
+// best first: score descending, then ID ascending, which within a tenant is
+// (server, name) order (see DocID). The filter is part of the bleve query,
+// so the top hits are the top hits of the candidate set. A query without
+// searchable terms (empty, stop words only) returns no hits.
+func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
+	}
+	if f.Tenant == "" {
+		return nil, errors.New("lexical search: filter has no tenant")
+	}
+	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 {
+		return nil, nil
+	}
+	text := SplitIdentifiers(q)
+	if len(x.analyzer.Analyze([]byte(text))) == 0 {
+		return nil, nil
+	}
+
+	// Text: any analysed query term in any field (OR), boosted per field.
+	perField := make([]query.Query, 0, len(x.fields))
+	for _, fl := range x.fields {
+		mq := bleve.NewMatchQuery(text)
+		mq.SetField(fl.name)
+		mq.SetBoost(fl.boost)
+		mq.SetOperator(query.MatchQueryOperatorOr)
+		perField = append(perField, mq)
+	}
+	// Candidate set: a non-scoring filter evaluated inside the search.
+	tq := bleve.NewTermQuery(f.Tenant)
+	tq.SetField(lexFieldTenant)
+	var filter query.Query = tq
+	if f.IDs != nil {
+		filter = bleve.NewConjunctionQuery(tq, bleve.NewDocIDQuery(f.IDs))
+	}
+	bq := bleve.NewBooleanQuery()
+	bq.AddMust(bleve.NewDisjunctionQuery(perField...))
+	bq.AddFilter(filter)
+
+	req := bleve.NewSearchRequestOptions(bq, limit, 0, false)
+	req.IncludeLocations = true
+	// The tie-break is part of bleve's sort, so a tie across the limit is
+	// cut in ID order too.
+	req.SortBy([]string{"-_score", "_id"})
+	res, err := x.idx.Search(req)
+	if err != nil {
+		return nil, fmt.Errorf("lexical search: %w", err)
+	}
+	hits := make([]Hit, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		hits = append(hits, Hit{ID: h.ID, Score: h.Score, Fields: lexMatchedFields(h.Locations)})
+	}
+	return hits, nil
+}
+
+func lexMatchedFields(locs search.FieldTermLocationMap) []string {
+	out := make([]string, 0, len(locs))
+	for f := range locs {
+		if name, ok := lexTextFields[f]; ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SplitIdentifiers rewrites identifiers in s as lower-case words: `_`, `-`,
+// `.`, `:` and `/` become spaces, and camelCase, acronym and letter/digit
+// boundaries are split, so "getPullRequest" becomes "get pull request",
+// "list_open_issues" becomes "list open issues" and "HTTPServer2Status"
+// becomes "http server 2 status". An acronym's plural stays whole ("getURLs"
+// becomes "get urls"). Other characters, such as apostrophes and
+// punctuation, are kept for the analyzer. Words are separated by one space.
+func SplitIdentifiers(s string) string {
+	rs := []rune(s)
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	space := func() {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+	}
+	pendingSpace := false
+	for i, r := range rs {
+		if unicode.IsSpace(r) || lexIsSeparator(r) {
+			pendingSpace = true
+			continue
+		}
+		if i > 0 && !pendingSpace && lexBoundary(rs, i) {
+			pendingSpace = true
+		}
+		if pendingSpace {
+			space()
+			pendingSpace = false
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+func lexIsSeparator(r rune) bool {
+	switch r {
+	case '_', '-', '.', ':', '/':
+		return true
+	}
+	return false
+}
+
+// lexBoundary reports whether a word starts at rs[i] inside a run with no
+// separator before it.
+func lexBoundary(rs []rune, i int) bool {
+	prev, cur := rs[i-1], rs[i]
+	switch {
+	case unicode.IsLower(prev) && unicode.IsUpper(cur):
+		return true // getPull
+	case unicode.IsLetter(prev) && unicode.IsDigit(cur),
+		unicode.IsDigit(prev) && unicode.IsLetter(cur):
+		return true // server2, 2status
+	case unicode.IsUpper(prev) && unicode.IsUpper(cur) &&
+		i+1 < len(rs) && unicode.IsLower(rs[i+1]):
+		// HTTPServer: a word starts at S, unless the lower-case tail is
+		// a plural "s" of the acronym (URLs, IDs).
+		if rs[i+1] == 's' && (i+2 == len(rs) || !unicode.IsLower(rs[i+2])) {
+			return false
+		}
+		return true
+	}
+	return false
+}
