@@ -102,7 +102,7 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	default:
 		return Result{}, cards.Invalid("fusion", "%q is not one of rrf, relative", req.Fusion)
 	}
-	if alpha < 0 || alpha > 1 {
+	if !(alpha >= 0 && alpha <= 1) { // NaN included
 		return Result{}, cards.Invalid("alpha", "is %g; it must be between 0 and 1", alpha)
 	}
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
