@@ -19,8 +19,10 @@ const (
 	DefaultAlpha   = 0.5
 	FusionRRF      = "rrf"
 	FusionRelative = "relative"
-	// legDepth is how many hits each leg contributes to fusion at least.
-	legDepth = 50
+	// LegDepth is how many hits each leg contributes to fusion, whatever
+	// top_k is: fused ranks depend on the depth, so a fixed depth makes every
+	// shortlist a prefix of one ranking (top_k 3 is the head of top_k 50).
+	LegDepth = 4 * MaxTopK
 )
 
 // Request is one DiscoverTools call.
@@ -129,12 +131,11 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	}
 
 	// 3–5. Both legs inside the candidate set, then fusion.
-	depth := max(legDepth, 4*topK)
-	lex, err := r.lex.Search(req.Query, filter, depth)
+	lex, err := r.lex.Search(req.Query, filter, LegDepth)
 	if err != nil {
 		return Result{}, fmt.Errorf("lexical search: %w", err)
 	}
-	sem, err := r.vec.Search(qvecs[0], filter, depth)
+	sem, err := r.vec.Search(qvecs[0], filter, LegDepth)
 	if err != nil {
 		return Result{}, fmt.Errorf("vector search: %w", err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
-	index "github.com/blevesearch/bleve_index_api"
 )
 
 // LexicalDoc is what the lexical index holds for one card. Text fields are
@@ -121,17 +120,17 @@ var lexTextFields = map[string]string{
 	lexFieldServer:      "server",
 }
 
-// LexicalIndex is a BM25 index of cards (bleve). It is ephemeral: its
-// contents live as long as the value and are lost on Close. It is safe for
-// concurrent use.
+// LexicalIndex is the lexical leg: bleve analyses and matches, and Search
+// scores the matches with BM25F over the caller's candidate set (see
+// Search). It is ephemeral: its contents live as long as the value and are
+// lost on Close. It is safe for concurrent use.
 //
 // It is a scorch index in a private temporary directory, not bleve's
-// NewMemOnly index: NewMemOnly builds an upsidedown index, which cannot score
-// with BM25 (bleve silently falls back to tf-idf), and a scorch index with no
-// directory never merges its segments, so the one-card updates of a running
-// server would each leave a segment behind and searches would slow down
-// without bound. Batches do not wait for the disk (unsafe_batch): a batch is
-// searchable when Upsert or Delete returns.
+// NewMemOnly index: a scorch index with no directory never merges its
+// segments, so the one-card updates of a running server would each leave a
+// segment behind and searches would slow down without bound. Batches do not
+// wait for the disk (unsafe_batch): a batch is searchable when Upsert or
+// Delete returns.
 type LexicalIndex struct {
 	idx       bleve.Index
 	dir       string
@@ -139,6 +138,24 @@ type LexicalIndex struct {
 	fields    []lexField // weights > 0 only
 	closeOnce sync.Once
 	closeErr  error
+
+	// Field lengths (in analysed tokens) per doc and their sums per
+	// tenant: the length statistics of BM25, computed over the caller's
+	// candidate set at search time.
+	mu      sync.RWMutex
+	lens    map[string]*lexLens // doc ID → lengths
+	tenants map[string]*lexTenant
+}
+
+// lexLens holds one doc's tenant and field lengths, in x.fields order.
+type lexLens struct {
+	tenant string
+	n      []int32
+}
+
+type lexTenant struct {
+	docs int
+	sum  []int64 // per field, in x.fields order
 }
 
 // NewLexicalIndex returns an empty index with DefaultLexicalWeights.
@@ -172,7 +189,7 @@ func NewLexicalIndexWithWeights(w LexicalWeights) (*LexicalIndex, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("lexical index: analyzer %q not registered", lexAnalyzer)
 	}
-	x := &LexicalIndex{idx: idx, dir: dir, analyzer: an}
+	x := &LexicalIndex{idx: idx, dir: dir, analyzer: an, lens: map[string]*lexLens{}, tenants: map[string]*lexTenant{}}
 	for _, f := range w.fields() {
 		if f.boost > 0 {
 			x.fields = append(x.fields, f)
@@ -205,7 +222,6 @@ func lexMapping() *mapping.IndexMappingImpl {
 	}
 
 	m := bleve.NewIndexMapping()
-	m.ScoringModel = index.BM25Scoring
 	m.DefaultMapping = dm
 	m.DefaultAnalyzer = lexAnalyzer
 	m.IndexDynamic = false
@@ -258,7 +274,59 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 	if err := x.idx.Batch(b); err != nil {
 		return fmt.Errorf("lexical upsert: %w", err)
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, d := range docs {
+		x.forget(d.ID)
+		doc := lexDocument(d)
+		l := &lexLens{tenant: d.Tenant, n: make([]int32, len(x.fields))}
+		for i, fl := range x.fields {
+			l.n[i] = int32(x.fieldLen(doc[fl.name]))
+		}
+		x.lens[d.ID] = l
+		t := x.tenants[d.Tenant]
+		if t == nil {
+			t = &lexTenant{sum: make([]int64, len(x.fields))}
+			x.tenants[d.Tenant] = t
+		}
+		t.docs++
+		for i, n := range l.n {
+			t.sum[i] += int64(n)
+		}
+	}
 	return nil
+}
+
+// forget drops a doc's length statistics. Call with x.mu held.
+func (x *LexicalIndex) forget(id string) {
+	l, ok := x.lens[id]
+	if !ok {
+		return
+	}
+	delete(x.lens, id)
+	t := x.tenants[l.tenant]
+	t.docs--
+	for i, n := range l.n {
+		t.sum[i] -= int64(n)
+	}
+	if t.docs == 0 {
+		delete(x.tenants, l.tenant)
+	}
+}
+
+// fieldLen counts the analysed tokens of a field value (text or list).
+func (x *LexicalIndex) fieldLen(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(x.analyzer.Analyze([]byte(v)))
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += x.fieldLen(e)
+		}
+		return n
+	}
+	return 0
 }
 
 // Delete removes the docs with the given IDs in one batch; unknown IDs are
@@ -273,6 +341,11 @@ func (x *LexicalIndex) Delete(ids []string) error {
 	}
 	if err := x.idx.Batch(b); err != nil {
 		return fmt.Errorf("lexical delete: %w", err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		x.forget(id)
 	}
 	return nil
 }
@@ -295,11 +368,26 @@ func (x *LexicalIndex) Close() error {
 	return x.closeErr
 }
 
+// BM25F parameters (Robertson, Zaragoza and Taylor, "Simple BM25 extension
+// to multiple weighted fields", 2004): term frequencies are length-
+// normalised per field, weighted by the field boosts and summed before one
+// saturation, so a term matched in several fields counts once, saturated.
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
 // Search returns at most limit docs of the candidate set f that match query,
 // best first: score descending, then ID ascending, which within a tenant is
-// (server, name) order (see DocID). The filter is part of the bleve query,
-// so the top hits are the top hits of the candidate set. A query without
-// searchable terms (empty, stop words only) returns no hits.
+// (server, name) order (see DocID). A query without searchable terms (empty,
+// stop words only) returns no hits.
+//
+// bleve analyses and matches: the candidate set is a filter inside the bleve
+// query, which returns every matching candidate with its term locations.
+// cardex scores them with BM25F whose statistics (document count, document
+// frequencies, average field lengths) are those of the candidate set alone,
+// so no score depends on a card the caller cannot see — another tenant's or
+// one outside the caller's scopes.
 func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
@@ -311,20 +399,36 @@ func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 		return nil, nil
 	}
 	text := SplitIdentifiers(q)
-	if len(x.analyzer.Analyze([]byte(text))) == 0 {
+	qtf := map[string]int{}
+	for _, tok := range x.analyzer.Analyze([]byte(text)) {
+		qtf[string(tok.Term)]++
+	}
+	if len(qtf) == 0 {
+		return nil, nil
+	}
+	terms := make([]string, 0, len(qtf))
+	for t := range qtf {
+		terms = append(terms, t)
+	}
+	sort.Strings(terms)
+
+	// Candidate-set statistics: N and the average length of each field.
+	x.mu.RLock()
+	n, avg := x.candidateStats(f)
+	x.mu.RUnlock()
+	if n == 0 {
 		return nil, nil
 	}
 
-	// Text: any analysed query term in any field (OR), boosted per field.
+	// Matching: any analysed query term in any field (OR), inside the
+	// candidate set; bleve's own scores are not used.
 	perField := make([]query.Query, 0, len(x.fields))
 	for _, fl := range x.fields {
 		mq := bleve.NewMatchQuery(text)
 		mq.SetField(fl.name)
-		mq.SetBoost(fl.boost)
 		mq.SetOperator(query.MatchQueryOperatorOr)
 		perField = append(perField, mq)
 	}
-	// Candidate set: a non-scoring filter evaluated inside the search.
 	tq := bleve.NewTermQuery(f.Tenant)
 	tq.SetField(lexFieldTenant)
 	var filter query.Query = tq
@@ -334,21 +438,116 @@ func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 	bq := bleve.NewBooleanQuery()
 	bq.AddMust(bleve.NewDisjunctionQuery(perField...))
 	bq.AddFilter(filter)
-
-	req := bleve.NewSearchRequestOptions(bq, limit, 0, false)
+	req := bleve.NewSearchRequestOptions(bq, n, 0, false)
 	req.IncludeLocations = true
-	// The tie-break is part of bleve's sort, so a tie across the limit is
-	// cut in ID order too.
-	req.SortBy([]string{"-_score", "_id"})
+	req.Score = bleve.ScoreNone
+	req.SortBy([]string{"_id"})
 	res, err := x.idx.Search(req)
 	if err != nil {
 		return nil, fmt.Errorf("lexical search: %w", err)
 	}
+
+	// Per hit, the length-normalised, boosted frequency of each query term,
+	// summed over fields in the fixed field order (so the floating-point
+	// sums, and the scores, are the same on every run).
+	termIdx := make(map[string]int, len(terms))
+	for i, t := range terms {
+		termIdx[t] = i
+	}
+	x.mu.RLock()
+	tfs := make([]float64, len(res.Hits)*len(terms))
+	df := make([]int, len(terms))
+	keep := make([]bool, len(res.Hits))
+	for h, m := range res.Hits {
+		l := x.lens[m.ID]
+		if l == nil { // deleted since the search; never a candidate now
+			continue
+		}
+		keep[h] = true
+		row := tfs[h*len(terms) : (h+1)*len(terms)]
+		for i, fl := range x.fields {
+			if avg[i] == 0 {
+				continue
+			}
+			norm := 1 - bm25B + bm25B*float64(l.n[i])/avg[i]
+			for t, locs := range m.Locations[fl.name] {
+				if k, ok := termIdx[t]; ok && len(locs) > 0 {
+					row[k] += fl.boost * float64(len(locs)) / norm
+				}
+			}
+		}
+		for k, tf := range row {
+			if tf > 0 {
+				df[k]++ // every candidate holding the term matched: exact df
+			}
+		}
+	}
+	x.mu.RUnlock()
+	idf := make([]float64, len(terms))
+	for k, t := range terms {
+		idf[k] = float64(qtf[t]) * math.Log(1+(float64(n)-float64(df[k])+0.5)/(float64(df[k])+0.5))
+	}
 	hits := make([]Hit, 0, len(res.Hits))
-	for _, h := range res.Hits {
-		hits = append(hits, Hit{ID: h.ID, Score: h.Score, Fields: lexMatchedFields(h.Locations)})
+	for h, m := range res.Hits {
+		if !keep[h] {
+			continue
+		}
+		score := 0.0
+		for k, tf := range tfs[h*len(terms) : (h+1)*len(terms)] {
+			if tf > 0 {
+				score += idf[k] * tf / (bm25K1 + tf)
+			}
+		}
+		if score > 0 {
+			hits = append(hits, Hit{ID: m.ID, Score: score, Fields: lexMatchedFields(m.Locations)})
+		}
+	}
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].Score != hits[j].Score {
+			return hits[i].Score > hits[j].Score
+		}
+		return hits[i].ID < hits[j].ID
+	})
+	if len(hits) > limit {
+		hits = hits[:limit]
 	}
 	return hits, nil
+}
+
+// candidateStats returns the size of the candidate set and the average
+// length of each field over it. Call with x.mu held.
+func (x *LexicalIndex) candidateStats(f Filter) (int, []float64) {
+	avg := make([]float64, len(x.fields))
+	if f.IDs == nil {
+		t := x.tenants[f.Tenant]
+		if t == nil {
+			return 0, avg
+		}
+		for i, s := range t.sum {
+			avg[i] = float64(s) / float64(t.docs)
+		}
+		return t.docs, avg
+	}
+	n := 0
+	sum := make([]int64, len(x.fields))
+	seen := make(map[string]bool, len(f.IDs))
+	for _, id := range f.IDs {
+		l := x.lens[id]
+		if l == nil || l.tenant != f.Tenant || seen[id] {
+			continue
+		}
+		seen[id] = true
+		n++
+		for i, v := range l.n {
+			sum[i] += int64(v)
+		}
+	}
+	for i := range sum {
+		if n > 0 {
+			avg[i] = float64(sum[i]) / float64(n)
+		}
+	}
+	return n, avg
 }
 
 func lexMatchedFields(locs search.FieldTermLocationMap) []string {

@@ -17,8 +17,9 @@ const (
 	DefaultPageSize = 20
 	MaxPageSize     = 100
 	MaxArgsBytes    = 1 << 20
-	// maxSearchDepth bounds how deep ranked SearchTools pagination goes.
-	maxSearchDepth = 1000
+	// maxSearchDepth bounds how deep ranked SearchTools pagination goes:
+	// the fused ranking holds at most LegDepth hits of each leg.
+	maxSearchDepth = LegDepth
 )
 
 // Resolved is the answer to a lookup by name: one card, or the servers of
