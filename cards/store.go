@@ -67,7 +67,9 @@ type Store interface {
 	// List pages through a tenant's cards in (server, name) order.
 	List(ctx context.Context, q ListQuery) (ListPage, error)
 	// Delete removes a card. expectedVersion > 0 must match (ErrConflict);
-	// a missing card is ErrNotFound. Its embeddings go with it.
+	// a missing card is ErrNotFound. Its embeddings go with it. Versions stay
+	// monotonic: a re-created card continues after the deleted one's last
+	// version, so a client holding an old version conflicts.
 	Delete(ctx context.Context, k Key, expectedVersion int64) error
 
 	// Seq is the current change sequence number (0 for an empty store).

@@ -7,6 +7,8 @@
 //	changes    seq (8 bytes, big endian) -> deleted flag (1 byte) + card key
 //	changeidx  card key -> seq of its latest change
 //	embeddings model -> (nested bucket) card key -> embedding record
+//	graves     card key -> last version of a deleted card (8 bytes), so a
+//	           re-created card continues its version sequence
 //
 // Names follow the MCP tool-name rule and so never contain NUL, which makes
 // the byte order of the keys the (tenant, server, name) order.
@@ -49,6 +51,7 @@ var (
 	bucketChanges    = []byte("changes")
 	bucketChangeIdx  = []byte("changeidx")
 	bucketEmbeddings = []byte("embeddings")
+	bucketGraves     = []byte("graves")
 )
 
 // Option configures Open.
@@ -97,7 +100,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("embedded store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketCards, bucketChanges, bucketChangeIdx, bucketEmbeddings} {
+		for _, b := range [][]byte{bucketCards, bucketChanges, bucketChangeIdx, bucketEmbeddings, bucketGraves} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -280,7 +283,16 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 			if exists {
 				c.Version, res.Outcome = stored.Version+1, cards.Updated
 			} else {
+				// Versions stay monotonic across delete and re-create, so
+				// a client holding a version of the deleted card conflicts.
+				graves := tx.Bucket(bucketGraves)
 				c.Version, res.Outcome = 1, cards.Created
+				if g := graves.Get(keys[i]); len(g) == 8 {
+					c.Version = int64(binary.BigEndian.Uint64(g)) + 1
+					if err := graves.Delete(keys[i]); err != nil {
+						return err
+					}
+				}
 			}
 			c.UpdatedAt = now
 			res.Version = c.Version
@@ -427,17 +439,18 @@ func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) 
 		if v == nil {
 			return notFound
 		}
-		if expectedVersion > 0 {
-			stored, err := decodeCard(v)
-			if err != nil {
-				return err
-			}
-			if stored.Version != expectedVersion {
-				return fmt.Errorf("%w: card %s: expected version %d, stored version is %d",
-					cards.ErrConflict, k, expectedVersion, stored.Version)
-			}
+		stored, err := decodeCard(v)
+		if err != nil {
+			return err
+		}
+		if expectedVersion > 0 && stored.Version != expectedVersion {
+			return fmt.Errorf("%w: card %s: expected version %d, stored version is %d",
+				cards.ErrConflict, k, expectedVersion, stored.Version)
 		}
 		if err := b.Delete(key); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketGraves).Put(key, binary.BigEndian.AppendUint64(nil, uint64(stored.Version))); err != nil {
 			return err
 		}
 		if err := deleteEmbeddings(tx, key); err != nil {

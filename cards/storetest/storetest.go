@@ -880,9 +880,17 @@ func testDelete(t *testing.T, s cards.Store) {
 	if got := listAll(t, s, cards.ListQuery{Tenant: tenant}); len(got) != 0 {
 		t.Errorf("List after deletes = %v", keysOf(got))
 	}
-	// A deleted card can be created again, from version 1.
-	if res := put(t, s, c); res[0].Outcome != cards.Created || res[0].Version != 1 {
-		t.Errorf("re-create = %+v, want created version 1", res[0])
+	// A client still holding the deleted card's version conflicts.
+	stale := c
+	stale.Version = 2
+	if _, err := s.Put(t.Context(), []cards.Card{stale}); !errors.Is(err, cards.ErrConflict) {
+		t.Errorf("put of a deleted card with its old version = %v, want ErrConflict", err)
+	}
+	// A deleted card can be created again; versions stay monotonic, so it
+	// continues after the deleted card's last version (2).
+	c.Version = 0
+	if res := put(t, s, c); res[0].Outcome != cards.Created || res[0].Version != 3 {
+		t.Errorf("re-create = %+v, want created version 3", res[0])
 	}
 }
 

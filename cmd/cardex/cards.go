@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
@@ -19,8 +20,12 @@ func cardsCmd() *cobra.Command {
 	return cmd
 }
 
-// applyBatch is how many cards one PutCards carries (the server's limit).
-const applyBatch = 1000
+// A PutCards request carries at most applyBatch cards (the server's limit)
+// and about applyBytes (half the server's 64 MiB message limit).
+const (
+	applyBatch = 1000
+	applyBytes = 32 << 20
+)
 
 func cardsApplyCmd() *cobra.Command {
 	var cf clientFlags
@@ -48,20 +53,29 @@ func cardsApplyCmd() *cobra.Command {
 			defer cancel()
 			client := pb.NewCatalogServiceClient(conn)
 			resp := &pb.PutCardsResponse{}
-			for start := 0; start < len(in); start += applyBatch {
-				end := min(start+applyBatch, len(in))
+			for start := 0; start < len(in); {
+				// A batch holds at most applyBatch cards and applyBytes.
 				req := &pb.PutCardsRequest{}
-				for i := start; i < end; i++ {
-					req.Cards = append(req.Cards, apiconv.CardToProto(&in[i], true))
+				size, end := 0, start
+				for end < len(in) && len(req.Cards) < applyBatch {
+					p := apiconv.CardToProto(&in[end], true)
+					n := proto.Size(p)
+					if len(req.Cards) > 0 && size+n > applyBytes {
+						break
+					}
+					size += n
+					req.Cards = append(req.Cards, p)
+					end++
 				}
-				if len(in) > applyBatch {
-					fmt.Fprintf(os.Stderr, "applying cards %d–%d of %d\n", start+1, end, len(in))
+				if start > 0 || end < len(in) {
+					fmt.Fprintf(os.Stderr, "applying cards %d–%d of %d (each batch is atomic)\n", start+1, end, len(in))
 				}
 				r, err := client.PutCards(ctx, req)
 				if err != nil {
 					return fmt.Errorf("%s (batch with %s … %s): %w", path, sources[start], sources[end-1], err)
 				}
 				resp.Results = append(resp.Results, r.Results...)
+				start = end
 			}
 			counts := map[string]int{}
 			for _, r := range resp.Results {
