@@ -403,8 +403,16 @@ type DiscoverToolsResponse struct {
 	// Number of authorized, active cards that were searched.
 	CandidateCount int32          `protobuf:"varint,3,opt,name=candidate_count,json=candidateCount,proto3" json:"candidate_count,omitempty"`
 	Tokens         *TokenEstimate `protobuf:"bytes,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The best fused score was under the confidence threshold: the query was
+	// reformulated once, and the discovery is logged as a suspected miss.
+	LowConfidence bool `protobuf:"varint,5,opt,name=low_confidence,json=lowConfidence,proto3" json:"low_confidence,omitempty"`
+	// The reformulated query, when one was used.
+	ReformulatedQuery string `protobuf:"bytes,6,opt,name=reformulated_query,json=reformulatedQuery,proto3" json:"reformulated_query,omitempty"`
+	// The answer was computed without part of the pipeline (for example the
+	// semantic leg while the database is unreachable).
+	Degraded      bool `protobuf:"varint,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiscoverToolsResponse) Reset() {
@@ -463,6 +471,27 @@ func (x *DiscoverToolsResponse) GetTokens() *TokenEstimate {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *DiscoverToolsResponse) GetLowConfidence() bool {
+	if x != nil {
+		return x.LowConfidence
+	}
+	return false
+}
+
+func (x *DiscoverToolsResponse) GetReformulatedQuery() string {
+	if x != nil {
+		return x.ReformulatedQuery
+	}
+	return ""
+}
+
+func (x *DiscoverToolsResponse) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
 }
 
 type SearchToolsRequest struct {
@@ -936,6 +965,153 @@ func (x *AuthorizeCallResponse) GetViolations() []string {
 	return nil
 }
 
+type ReportOutcomeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Caller *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The discovery_id of the DiscoverTools response this outcome is about.
+	DiscoveryId string `protobuf:"bytes,2,opt,name=discovery_id,json=discoveryId,proto3" json:"discovery_id,omitempty"`
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ReportOutcomeRequest_UsedTool
+	//	*ReportOutcomeRequest_NoneFit
+	Outcome       isReportOutcomeRequest_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportOutcomeRequest) Reset() {
+	*x = ReportOutcomeRequest{}
+	mi := &file_cardex_v1_discovery_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOutcomeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOutcomeRequest) ProtoMessage() {}
+
+func (x *ReportOutcomeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_discovery_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOutcomeRequest.ProtoReflect.Descriptor instead.
+func (*ReportOutcomeRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_discovery_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReportOutcomeRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *ReportOutcomeRequest) GetDiscoveryId() string {
+	if x != nil {
+		return x.DiscoveryId
+	}
+	return ""
+}
+
+func (x *ReportOutcomeRequest) GetOutcome() isReportOutcomeRequest_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ReportOutcomeRequest) GetUsedTool() *ToolRef {
+	if x != nil {
+		if x, ok := x.Outcome.(*ReportOutcomeRequest_UsedTool); ok {
+			return x.UsedTool
+		}
+	}
+	return nil
+}
+
+func (x *ReportOutcomeRequest) GetNoneFit() bool {
+	if x != nil {
+		if x, ok := x.Outcome.(*ReportOutcomeRequest_NoneFit); ok {
+			return x.NoneFit
+		}
+	}
+	return false
+}
+
+type isReportOutcomeRequest_Outcome interface {
+	isReportOutcomeRequest_Outcome()
+}
+
+type ReportOutcomeRequest_UsedTool struct {
+	// The tool the agent used (it need not have been in the shortlist).
+	UsedTool *ToolRef `protobuf:"bytes,3,opt,name=used_tool,json=usedTool,proto3,oneof"`
+}
+
+type ReportOutcomeRequest_NoneFit struct {
+	// None of the shortlist fit the request.
+	NoneFit bool `protobuf:"varint,4,opt,name=none_fit,json=noneFit,proto3,oneof"`
+}
+
+func (*ReportOutcomeRequest_UsedTool) isReportOutcomeRequest_Outcome() {}
+
+func (*ReportOutcomeRequest_NoneFit) isReportOutcomeRequest_Outcome() {}
+
+type ReportOutcomeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the used tool was not in the discovery's shortlist: a
+	// recorded false negative.
+	Miss          bool `protobuf:"varint,1,opt,name=miss,proto3" json:"miss,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportOutcomeResponse) Reset() {
+	*x = ReportOutcomeResponse{}
+	mi := &file_cardex_v1_discovery_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOutcomeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOutcomeResponse) ProtoMessage() {}
+
+func (x *ReportOutcomeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_discovery_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOutcomeResponse.ProtoReflect.Descriptor instead.
+func (*ReportOutcomeResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_discovery_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReportOutcomeResponse) GetMiss() bool {
+	if x != nil {
+		return x.Miss
+	}
+	return false
+}
+
 var File_cardex_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_discovery_proto_rawDesc = "" +
@@ -966,12 +1142,15 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\rTokenEstimate\x12)\n" +
 	"\x10shortlist_tokens\x18\x01 \x01(\x03R\x0fshortlistTokens\x12%\n" +
 	"\x0ecatalog_tokens\x18\x02 \x01(\x03R\rcatalogTokens\x12\x16\n" +
-	"\x06method\x18\x03 \x01(\tR\x06method\"\xc6\x01\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\"\xb8\x02\n" +
 	"\x15DiscoverToolsResponse\x12!\n" +
 	"\fdiscovery_id\x18\x01 \x01(\tR\vdiscoveryId\x12/\n" +
 	"\x05tools\x18\x02 \x03(\v2\x19.cardex.v1.DiscoveredToolR\x05tools\x12'\n" +
 	"\x0fcandidate_count\x18\x03 \x01(\x05R\x0ecandidateCount\x120\n" +
-	"\x06tokens\x18\x04 \x01(\v2\x18.cardex.v1.TokenEstimateR\x06tokens\"\x8a\x01\n" +
+	"\x06tokens\x18\x04 \x01(\v2\x18.cardex.v1.TokenEstimateR\x06tokens\x12%\n" +
+	"\x0elow_confidence\x18\x05 \x01(\bR\rlowConfidence\x12-\n" +
+	"\x12reformulated_query\x18\x06 \x01(\tR\x11reformulatedQuery\x12\x1a\n" +
+	"\bdegraded\x18\a \x01(\bR\bdegraded\"\x8a\x01\n" +
 	"\x12SearchToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1b\n" +
@@ -1013,12 +1192,21 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x1e\n" +
 	"\x1aDECISION_DENY_UNKNOWN_TOOL\x10\x02\x12\x1b\n" +
 	"\x17DECISION_DENY_AMBIGUOUS\x10\x03\x12#\n" +
-	"\x1fDECISION_DENY_INVALID_ARGUMENTS\x10\x042\xd9\x02\n" +
+	"\x1fDECISION_DENY_INVALID_ARGUMENTS\x10\x04\"\xbf\x01\n" +
+	"\x14ReportOutcomeRequest\x12)\n" +
+	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12!\n" +
+	"\fdiscovery_id\x18\x02 \x01(\tR\vdiscoveryId\x121\n" +
+	"\tused_tool\x18\x03 \x01(\v2\x12.cardex.v1.ToolRefH\x00R\busedTool\x12\x1b\n" +
+	"\bnone_fit\x18\x04 \x01(\bH\x00R\anoneFitB\t\n" +
+	"\aoutcome\"+\n" +
+	"\x15ReportOutcomeResponse\x12\x12\n" +
+	"\x04miss\x18\x01 \x01(\bR\x04miss2\xad\x03\n" +
 	"\x10DiscoveryService\x12R\n" +
 	"\rDiscoverTools\x12\x1f.cardex.v1.DiscoverToolsRequest\x1a .cardex.v1.DiscoverToolsResponse\x12L\n" +
 	"\vSearchTools\x12\x1d.cardex.v1.SearchToolsRequest\x1a\x1e.cardex.v1.SearchToolsResponse\x12O\n" +
 	"\fDescribeTool\x12\x1e.cardex.v1.DescribeToolRequest\x1a\x1f.cardex.v1.DescribeToolResponse\x12R\n" +
-	"\rAuthorizeCall\x12\x1f.cardex.v1.AuthorizeCallRequest\x1a .cardex.v1.AuthorizeCallResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
+	"\rAuthorizeCall\x12\x1f.cardex.v1.AuthorizeCallRequest\x1a .cardex.v1.AuthorizeCallResponse\x12R\n" +
+	"\rReportOutcome\x12\x1f.cardex.v1.ReportOutcomeRequest\x1a .cardex.v1.ReportOutcomeResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
 
 var (
 	file_cardex_v1_discovery_proto_rawDescOnce sync.Once
@@ -1033,7 +1221,7 @@ func file_cardex_v1_discovery_proto_rawDescGZIP() []byte {
 }
 
 var file_cardex_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cardex_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_cardex_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_cardex_v1_discovery_proto_goTypes = []any{
 	(AuthorizeCallResponse_Decision)(0), // 0: cardex.v1.AuthorizeCallResponse.Decision
 	(*DiscoverToolsRequest)(nil),        // 1: cardex.v1.DiscoverToolsRequest
@@ -1048,37 +1236,43 @@ var file_cardex_v1_discovery_proto_goTypes = []any{
 	(*DescribeToolResponse)(nil),        // 10: cardex.v1.DescribeToolResponse
 	(*AuthorizeCallRequest)(nil),        // 11: cardex.v1.AuthorizeCallRequest
 	(*AuthorizeCallResponse)(nil),       // 12: cardex.v1.AuthorizeCallResponse
-	(*Caller)(nil),                      // 13: cardex.v1.Caller
-	(*ToolRef)(nil),                     // 14: cardex.v1.ToolRef
-	(*Card)(nil),                        // 15: cardex.v1.Card
+	(*ReportOutcomeRequest)(nil),        // 13: cardex.v1.ReportOutcomeRequest
+	(*ReportOutcomeResponse)(nil),       // 14: cardex.v1.ReportOutcomeResponse
+	(*Caller)(nil),                      // 15: cardex.v1.Caller
+	(*ToolRef)(nil),                     // 16: cardex.v1.ToolRef
+	(*Card)(nil),                        // 17: cardex.v1.Card
 }
 var file_cardex_v1_discovery_proto_depIdxs = []int32{
-	13, // 0: cardex.v1.DiscoverToolsRequest.caller:type_name -> cardex.v1.Caller
-	14, // 1: cardex.v1.DiscoverToolsRequest.always_load:type_name -> cardex.v1.ToolRef
-	15, // 2: cardex.v1.DiscoveredTool.card:type_name -> cardex.v1.Card
+	15, // 0: cardex.v1.DiscoverToolsRequest.caller:type_name -> cardex.v1.Caller
+	16, // 1: cardex.v1.DiscoverToolsRequest.always_load:type_name -> cardex.v1.ToolRef
+	17, // 2: cardex.v1.DiscoveredTool.card:type_name -> cardex.v1.Card
 	2,  // 3: cardex.v1.DiscoveredTool.scores:type_name -> cardex.v1.Scores
 	3,  // 4: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
 	4,  // 5: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
-	13, // 6: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
+	15, // 6: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
 	7,  // 7: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	13, // 8: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
-	15, // 9: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
-	13, // 10: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
+	15, // 8: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
+	17, // 9: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
+	15, // 10: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
 	0,  // 11: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
-	14, // 12: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
-	1,  // 13: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
-	6,  // 14: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
-	9,  // 15: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
-	11, // 16: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
-	5,  // 17: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
-	8,  // 18: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
-	10, // 19: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
-	12, // 20: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 12: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
+	15, // 13: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
+	16, // 14: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
+	1,  // 15: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
+	6,  // 16: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
+	9,  // 17: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
+	11, // 18: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
+	13, // 19: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
+	5,  // 20: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
+	8,  // 21: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
+	10, // 22: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
+	12, // 23: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
+	14, // 24: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_discovery_proto_init() }
@@ -1088,13 +1282,17 @@ func file_cardex_v1_discovery_proto_init() {
 	}
 	file_cardex_v1_card_proto_init()
 	file_cardex_v1_discovery_proto_msgTypes[0].OneofWrappers = []any{}
+	file_cardex_v1_discovery_proto_msgTypes[12].OneofWrappers = []any{
+		(*ReportOutcomeRequest_UsedTool)(nil),
+		(*ReportOutcomeRequest_NoneFit)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_discovery_proto_rawDesc), len(file_cardex_v1_discovery_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

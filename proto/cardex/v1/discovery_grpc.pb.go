@@ -23,6 +23,7 @@ const (
 	DiscoveryService_SearchTools_FullMethodName   = "/cardex.v1.DiscoveryService/SearchTools"
 	DiscoveryService_DescribeTool_FullMethodName  = "/cardex.v1.DiscoveryService/DescribeTool"
 	DiscoveryService_AuthorizeCall_FullMethodName = "/cardex.v1.DiscoveryService/AuthorizeCall"
+	DiscoveryService_ReportOutcome_FullMethodName = "/cardex.v1.DiscoveryService/ReportOutcome"
 )
 
 // DiscoveryServiceClient is the client API for DiscoveryService service.
@@ -42,6 +43,9 @@ type DiscoveryServiceClient interface {
 	DescribeTool(ctx context.Context, in *DescribeToolRequest, opts ...grpc.CallOption) (*DescribeToolResponse, error)
 	// The execution gateway's check before running a tool.
 	AuthorizeCall(ctx context.Context, in *AuthorizeCallRequest, opts ...grpc.CallOption) (*AuthorizeCallResponse, error)
+	// After the turn: which tool the agent used from a discovery, or that
+	// none fit. Feeds the false-negative log and learning from use.
+	ReportOutcome(ctx context.Context, in *ReportOutcomeRequest, opts ...grpc.CallOption) (*ReportOutcomeResponse, error)
 }
 
 type discoveryServiceClient struct {
@@ -92,6 +96,16 @@ func (c *discoveryServiceClient) AuthorizeCall(ctx context.Context, in *Authoriz
 	return out, nil
 }
 
+func (c *discoveryServiceClient) ReportOutcome(ctx context.Context, in *ReportOutcomeRequest, opts ...grpc.CallOption) (*ReportOutcomeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportOutcomeResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_ReportOutcome_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DiscoveryServiceServer is the server API for DiscoveryService service.
 // All implementations must embed UnimplementedDiscoveryServiceServer
 // for forward compatibility.
@@ -109,6 +123,9 @@ type DiscoveryServiceServer interface {
 	DescribeTool(context.Context, *DescribeToolRequest) (*DescribeToolResponse, error)
 	// The execution gateway's check before running a tool.
 	AuthorizeCall(context.Context, *AuthorizeCallRequest) (*AuthorizeCallResponse, error)
+	// After the turn: which tool the agent used from a discovery, or that
+	// none fit. Feeds the false-negative log and learning from use.
+	ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error)
 	mustEmbedUnimplementedDiscoveryServiceServer()
 }
 
@@ -130,6 +147,9 @@ func (UnimplementedDiscoveryServiceServer) DescribeTool(context.Context, *Descri
 }
 func (UnimplementedDiscoveryServiceServer) AuthorizeCall(context.Context, *AuthorizeCallRequest) (*AuthorizeCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AuthorizeCall not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportOutcome not implemented")
 }
 func (UnimplementedDiscoveryServiceServer) mustEmbedUnimplementedDiscoveryServiceServer() {}
 func (UnimplementedDiscoveryServiceServer) testEmbeddedByValue()                          {}
@@ -224,6 +244,24 @@ func _DiscoveryService_AuthorizeCall_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DiscoveryService_ReportOutcome_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportOutcomeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).ReportOutcome(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_ReportOutcome_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).ReportOutcome(ctx, req.(*ReportOutcomeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DiscoveryService_ServiceDesc is the grpc.ServiceDesc for DiscoveryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -246,6 +284,10 @@ var DiscoveryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AuthorizeCall",
 			Handler:    _DiscoveryService_AuthorizeCall_Handler,
+		},
+		{
+			MethodName: "ReportOutcome",
+			Handler:    _DiscoveryService_ReportOutcome_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
