@@ -46,7 +46,7 @@ type Retriever struct {
 	emb   embed.Embedder
 	log   *slog.Logger
 	lex   *LexicalIndex
-	vec   *MemoryVectors
+	vec   VectorIndex
 
 	syncMu sync.Mutex // one Sync at a time
 
@@ -58,7 +58,7 @@ type Retriever struct {
 }
 
 // New builds a retriever over a store and loads the store's active cards.
-func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.Logger) (*Retriever, error) {
+func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.Logger, opts ...Option) (*Retriever, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -71,10 +71,13 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		emb:      emb,
 		log:      log,
 		lex:      lex,
-		vec:      NewMemoryVectors(emb.Dim()),
+		vec:      memoryIndex{NewMemoryVectors(emb.Dim())},
 		byID:     map[string]*entry{},
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	start := time.Now()
 	if err := r.Sync(ctx); err != nil {
@@ -166,11 +169,11 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		}
 	}
 	for _, id := range removals {
-		r.vec.Delete(id)
+		r.vec.Delete(ctx, id)
 		r.drop(id)
 	}
 	for i, e := range upserts {
-		if err := r.vec.Upsert(e.id, e.card.Tenant, vecs[i]); err != nil {
+		if err := r.vec.Upsert(ctx, e.id, e.card.Tenant, vecs[i]); err != nil {
 			return err
 		}
 		r.drop(e.id)

@@ -2,6 +2,7 @@ package retriever
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,6 +53,8 @@ type Result struct {
 	CandidateCount  int
 	ShortlistTokens int64
 	CatalogTokens   int64
+	// Degraded: part of the pipeline (the semantic leg) was unavailable.
+	Degraded bool
 }
 
 // validateCaller checks the caller part of every request.
@@ -135,8 +138,14 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	if err != nil {
 		return Result{}, fmt.Errorf("lexical search: %w", err)
 	}
-	sem, err := r.vec.Search(qvecs[0], filter, LegDepth)
-	if err != nil {
+	sem, err := r.vec.Search(ctx, qvecs[0], filter, LegDepth)
+	switch {
+	case errors.Is(err, cards.ErrUnavailable):
+		// The semantic leg's backend is down: answer from the lexical
+		// leg alone and say so.
+		r.log.Warn("semantic leg unavailable; answering from the lexical index", "err", err)
+		sem, res.Degraded = nil, true
+	case err != nil:
 		return Result{}, fmt.Errorf("vector search: %w", err)
 	}
 	// Vectors with no positive similarity are no evidence of a match.

@@ -43,6 +43,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	out := &pb.DiscoverToolsResponse{
 		DiscoveryId:    uuid.NewString(),
 		CandidateCount: int32(res.CandidateCount),
+		Degraded:       res.Degraded,
 		Tokens: &pb.TokenEstimate{
 			ShortlistTokens: res.ShortlistTokens,
 			CatalogTokens:   res.CatalogTokens,
