@@ -23,6 +23,9 @@ type entry struct {
 	id     string
 	card   cards.Card
 	tokens int
+	// learned are phrasings learned from use (see Learn); they outlive
+	// updates of the card and go when it is removed.
+	learned []string
 
 	schemaOnce sync.Once
 	schema     *cards.Schema
@@ -131,6 +134,14 @@ func (r *Retriever) Sync(ctx context.Context) error {
 func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	var upserts []*entry
 	var removals []string
+	r.mu.RLock()
+	prior := make(map[string][]string)
+	for _, ch := range changes {
+		if e := r.byID[DocID(ch.Key)]; e != nil && len(e.learned) > 0 {
+			prior[e.id] = e.learned
+		}
+	}
+	r.mu.RUnlock()
 	for _, ch := range changes {
 		id := DocID(ch.Key)
 		if ch.Deleted {
@@ -140,7 +151,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		c, err := r.store.Get(ctx, ch.Key)
 		switch {
 		case err == nil && c.Status == cards.StatusActive:
-			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})
+			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c), learned: prior[id]})
 		case err == nil || isNotFound(err):
 			removals = append(removals, id)
 		default:
@@ -232,7 +243,7 @@ func (r *Retriever) embeddings(ctx context.Context, es []*entry) ([][]float32, e
 	hashes := make([]string, len(es))
 	for i, e := range es {
 		keys[i] = e.card.Key()
-		texts[i] = EmbeddingText(&e.card)
+		texts[i] = e.embeddingText()
 		sum := sha256.Sum256([]byte(texts[i]))
 		hashes[i] = hex.EncodeToString(sum[:16])
 	}
@@ -290,6 +301,14 @@ func EmbeddingText(c *cards.Card) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
 }
 
+// embeddingText is EmbeddingText plus the learned phrasings.
+func (e *entry) embeddingText() string {
+	if len(e.learned) == 0 {
+		return EmbeddingText(&e.card)
+	}
+	return EmbeddingText(&e.card) + ". " + strings.Join(e.learned, ". ")
+}
+
 func lexicalDoc(e *entry) LexicalDoc {
 	c := &e.card
 	return LexicalDoc{
@@ -300,6 +319,7 @@ func lexicalDoc(e *entry) LexicalDoc {
 		Summary:     c.Summary,
 		Description: c.Description,
 		Aliases:     c.Aliases,
+		Learned:     e.learned,
 		Tags:        c.Tags,
 		Params:      schemaParams(c.InputSchema),
 	}

@@ -31,7 +31,9 @@ type LexicalDoc struct {
 	Summary     string
 	Description string
 	Aliases     []string
-	Tags        []string
+	// Learned are phrasings learned from use: queries that needed the card.
+	Learned []string
+	Tags    []string
 	// Params are the parameter names of the input schema, top-level and
 	// nested property names.
 	Params []string
@@ -42,6 +44,7 @@ type LexicalDoc struct {
 type LexicalWeights struct {
 	Name        float64
 	Aliases     float64
+	Learned     float64
 	Summary     float64
 	Tags        float64
 	Params      float64
@@ -54,6 +57,7 @@ func DefaultLexicalWeights() LexicalWeights {
 	return LexicalWeights{
 		Name:        3,
 		Aliases:     2.5,
+		Learned:     2,
 		Summary:     2,
 		Tags:        1.5,
 		Params:      1,
@@ -82,6 +86,7 @@ func (w LexicalWeights) fields() []lexField {
 	return []lexField{
 		{lexFieldName, w.Name},
 		{lexFieldAliases, w.Aliases},
+		{lexFieldLearned, w.Learned},
 		{lexFieldSummary, w.Summary},
 		{lexFieldTags, w.Tags},
 		{lexFieldParams, w.Params},
@@ -97,6 +102,7 @@ const (
 	lexFieldTenant      = "tenant"
 	lexFieldName        = "name"
 	lexFieldAliases     = "aliases"
+	lexFieldLearned     = "learned"
 	lexFieldSummary     = "summary"
 	lexFieldTags        = "tags"
 	lexFieldParams      = "params"
@@ -113,6 +119,7 @@ const (
 var lexTextFields = map[string]string{
 	lexFieldName:        "name",
 	lexFieldAliases:     "aliases",
+	lexFieldLearned:     "learned",
 	lexFieldSummary:     "summary",
 	lexFieldTags:        "tags",
 	lexFieldParams:      "params",
@@ -239,6 +246,7 @@ func lexDocument(d LexicalDoc) map[string]any {
 		lexFieldSummary:     SplitIdentifiers(d.Summary),
 		lexFieldDescription: SplitIdentifiers(d.Description),
 		lexFieldAliases:     lexSplitAll(d.Aliases),
+		lexFieldLearned:     lexSplitAll(d.Learned),
 		lexFieldTags:        lexSplitAll(d.Tags),
 		lexFieldParams:      lexSplitAll(d.Params),
 	}
