@@ -58,6 +58,8 @@ type Retriever struct {
 	byTenant map[string]map[string]*entry            // tenant → id → entry
 	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
 	seq      uint64
+
+	minCoverage, minCosine float64 // low-confidence thresholds
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -78,6 +80,9 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byID:     map[string]*entry{},
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
+
+		minCoverage: DefaultMinCoverage,
+		minCosine:   DefaultMinCosine,
 	}
 	for _, o := range opts {
 		o(r)

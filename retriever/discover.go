@@ -35,6 +35,9 @@ type Request struct {
 	Alpha      float64 // semantic weight for relative fusion, 0..1
 	AlphaSet   bool    // Alpha was given (otherwise DefaultAlpha)
 	AlwaysLoad []cards.Key
+	Mode       Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
+	// NoReformulate keeps a low-confidence query as it is (evaluation).
+	NoReformulate bool
 }
 
 // Scored is one tool of a shortlist.
@@ -55,6 +58,10 @@ type Result struct {
 	CatalogTokens   int64
 	// Degraded: part of the pipeline (the semantic leg) was unavailable.
 	Degraded bool
+	// LowConfidence: the best match was weak (see Confidence); the query
+	// was reformulated once (Reformulated, when that changed it).
+	LowConfidence bool
+	Reformulated  string
 }
 
 // validateCaller checks the caller part of every request.
@@ -110,15 +117,38 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	if !(alpha >= 0 && alpha <= 1) { // NaN included
 		return Result{}, cards.Invalid("alpha", "is %g; it must be between 0 and 1", alpha)
 	}
+	if err := req.Mode.validate(); err != nil {
+		return Result{}, err
+	}
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
 		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
 	}
 	return r.run(ctx, req, topK, alpha)
 }
 
-// run is the pipeline after validation.
+// run is the pipeline after validation: rank, and when the answer is
+// low-confidence, reformulate the query once and rank again.
 func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
-	qvecs, err := r.emb.Embed(ctx, []string{req.Query})
+	res, err := r.rank(ctx, req, req.Query, topK, alpha)
+	if err != nil || !res.LowConfidence || req.NoReformulate {
+		return res, err
+	}
+	q2 := Reformulate(req.Query)
+	if q2 == req.Query {
+		return res, nil
+	}
+	res2, err := r.rank(ctx, req, q2, topK, alpha)
+	if err != nil {
+		return Result{}, err
+	}
+	res2.LowConfidence, res2.Reformulated = true, q2
+	return res2, nil
+}
+
+// rank runs steps 2–8 for one query text. The query is embedded before the
+// view is locked, so a slow embedding server never holds up writers.
+func (r *Retriever) rank(ctx context.Context, req Request, query string, topK int, alpha float64) (Result, error) {
+	qvecs, err := r.emb.Embed(ctx, []string{query})
 	if err != nil {
 		return Result{}, fmt.Errorf("embed query: %w", err)
 	}
@@ -130,11 +160,12 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	filter, candidates, catalogTokens := r.candidates(req.Caller)
 	res := Result{CandidateCount: len(candidates), CatalogTokens: catalogTokens}
 	if len(candidates) == 0 {
+		res.LowConfidence = true
 		return res, nil
 	}
 
 	// 3–5. Both legs inside the candidate set, then fusion.
-	lex, err := r.lex.Search(req.Query, filter, LegDepth)
+	lex, err := r.lex.Search(query, filter, LegDepth)
 	if err != nil {
 		return Result{}, fmt.Errorf("lexical search: %w", err)
 	}
@@ -150,12 +181,14 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	}
 	// Vectors with no positive similarity are no evidence of a match.
 	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
+	lex, sem, single := req.Mode.singleLeg(lex, sem)
 	var fused []Fused
-	if req.Fusion == FusionRelative {
+	if req.Fusion == FusionRelative && !single {
 		fused = FuseRelative(lex, sem, alpha)
 	} else {
 		fused = FuseRRF(lex, sem, DefaultRRFK)
 	}
+	res.LowConfidence = r.lowConfidence(fused)
 
 	// 6. Pins first, authorized like everything else; then the ranked list.
 	taken := map[string]bool{}

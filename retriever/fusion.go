@@ -17,6 +17,8 @@ type Fused struct {
 	LexicalRank, SemanticRank int
 	// Fields are the matched fields from the lexical hit (a copy).
 	Fields []string
+	// Coverage is the lexical hit's query-term coverage (0 if absent).
+	Coverage float64
 }
 
 // DefaultRRFK is the k of reciprocal rank fusion used unless configured
@@ -102,6 +104,7 @@ func joinLegs(lexical, semantic []Hit) []Fused {
 			Lexical:     h.Score,
 			LexicalRank: i + 1,
 			Fields:      slices.Clone(h.Fields),
+			Coverage:    h.Coverage,
 		})
 	}
 	for i, h := range semantic {

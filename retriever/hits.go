@@ -17,6 +17,9 @@ type Hit struct {
 	Score float64
 	// Fields lists the card fields that matched (lexical leg only), sorted.
 	Fields []string
+	// Coverage is the fraction of the query's distinct analysed terms the
+	// card matched (lexical leg only).
+	Coverage float64
 }
 
 // Filter restricts a search to a candidate set: the tenant's indexed cards,

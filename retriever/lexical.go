@@ -500,14 +500,16 @@ func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 		if !keep[h] {
 			continue
 		}
-		score := 0.0
+		score, matched := 0.0, 0
 		for k, tf := range tfs[h*len(terms) : (h+1)*len(terms)] {
 			if tf > 0 {
 				score += idf[k] * tf / (bm25K1 + tf)
+				matched++
 			}
 		}
 		if score > 0 {
-			hits = append(hits, Hit{ID: m.ID, Score: score, Fields: lexMatchedFields(m.Locations)})
+			hits = append(hits, Hit{ID: m.ID, Score: score, Fields: lexMatchedFields(m.Locations),
+				Coverage: float64(matched) / float64(len(terms))})
 		}
 	}
 	sort.Slice(hits, func(i, j int) bool {

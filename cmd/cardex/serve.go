@@ -18,6 +18,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/server"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -70,12 +71,24 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("discovery log: %w", err)
 			}
 			defer dlog.Close()
+			fb, err := feedback.New(ctx, feedback.Config{
+				Path:        filepath.Join(dataDir, "feedback.jsonl"),
+				LearnedPath: filepath.Join(dataDir, "learned.jsonl"),
+				Hash:        dlog.Hash,
+				RawQueries:  mode == discoverylog.QueryRaw,
+				Learner:     ret,
+				Logger:      log,
+			})
+			if err != nil {
+				return fmt.Errorf("feedback log: %w", err)
+			}
+			defer fb.Close()
 
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
 			}
-			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Logger: log, CatalogToken: token})
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token})
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			go syncLoop(ctx, ret, syncEvery, log)

@@ -3,13 +3,17 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/feedback"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -18,6 +22,7 @@ type discovery struct {
 	pb.UnimplementedDiscoveryServiceServer
 	ret  *retriever.Retriever
 	dlog *discoverylog.Log
+	fb   *feedback.Recorder
 	log  *slog.Logger
 }
 
@@ -41,9 +46,11 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		return nil, toStatus(s.log, "DiscoverTools", err)
 	}
 	out := &pb.DiscoverToolsResponse{
-		DiscoveryId:    uuid.NewString(),
-		CandidateCount: int32(res.CandidateCount),
-		Degraded:       res.Degraded,
+		DiscoveryId:       uuid.NewString(),
+		CandidateCount:    int32(res.CandidateCount),
+		Degraded:          res.Degraded,
+		LowConfidence:     res.LowConfidence,
+		ReformulatedQuery: res.Reformulated,
 		Tokens: &pb.TokenEstimate{
 			ShortlistTokens: res.ShortlistTokens,
 			CatalogTokens:   res.CatalogTokens,
@@ -51,6 +58,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		},
 	}
 	logged := make([]discoverylog.Returned, 0, len(res.Tools))
+	remembered := make([]feedback.Tool, 0, len(res.Tools))
 	for _, t := range res.Tools {
 		out.Tools = append(out.Tools, &pb.DiscoveredTool{
 			Card: apiconv.CardToProto(&t.Card, true),
@@ -67,6 +75,11 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Tokens:        int32(t.Tokens),
 		})
 		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
+		remembered = append(remembered, feedback.Tool{Server: t.Card.Server, Name: t.Card.Name})
+	}
+	if s.fb != nil {
+		s.fb.Remember(feedback.Discovery{ID: out.DiscoveryId, Tenant: caller.Tenant, Subject: caller.Subject,
+			SessionID: caller.SessionID, Query: r.Query, Returned: remembered, LowConfidence: res.LowConfidence, Time: start})
 	}
 	if s.dlog != nil {
 		entry := discoverylog.Entry{
@@ -109,6 +122,7 @@ func (s *discovery) DescribeTool(ctx context.Context, req *pb.DescribeToolReques
 	if res.Ambiguous != nil {
 		return &pb.DescribeToolResponse{AmbiguousServers: res.Ambiguous}, nil
 	}
+	s.used(req.GetCaller(), res.Card.Server, res.Card.Name)
 	return &pb.DescribeToolResponse{Card: apiconv.CardToProto(&res.Card, true)}, nil
 }
 
@@ -134,6 +148,53 @@ func (s *discovery) AuthorizeCall(ctx context.Context, req *pb.AuthorizeCallRequ
 	if a.Decision != retriever.DenyUnknownTool && a.Decision != retriever.DenyAmbiguous {
 		out.Tool = &pb.ToolRef{Server: a.Key.Server, Name: a.Key.Name}
 		out.CardVersion = a.Version
+		s.used(req.GetCaller(), a.Key.Server, a.Key.Name)
 	}
 	return out, nil
+}
+
+// used feeds the implicit-miss detector: an authorized tool described or
+// authorized that none of the session's recent shortlists held.
+func (s *discovery) used(c *pb.Caller, server, name string) {
+	if s.fb != nil {
+		s.fb.Used(c.GetTenant(), c.GetSubject(), c.GetSessionId(), feedback.Tool{Server: server, Name: name})
+	}
+}
+
+func (s *discovery) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
+	caller := apiconv.CallerFromProto(req.GetCaller())
+	if s.fb == nil {
+		return nil, status.Error(codes.Unavailable, "outcomes are not recorded by this server")
+	}
+	if caller.Tenant == "" {
+		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("caller.tenant", "is required"))
+	}
+	if req.GetDiscoveryId() == "" {
+		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("discovery_id", "is required"))
+	}
+	var used *feedback.Tool
+	switch o := req.GetOutcome().(type) {
+	case *pb.ReportOutcomeRequest_UsedTool:
+		// The tool must be one the caller may use: an unknown and a
+		// forbidden tool get the same NotFound, and nothing is learned.
+		res, err := s.ret.Describe(ctx, caller, o.UsedTool.GetName(), o.UsedTool.GetServer())
+		if err != nil {
+			return nil, toStatus(s.log, "ReportOutcome", err)
+		}
+		if res.Ambiguous != nil {
+			return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("used_tool.server", "is required: %q is ambiguous (%s)", o.UsedTool.GetName(), strings.Join(res.Ambiguous, ", ")))
+		}
+		used = &feedback.Tool{Server: res.Card.Server, Name: res.Card.Name}
+	case *pb.ReportOutcomeRequest_NoneFit:
+		if !o.NoneFit {
+			return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("none_fit", "must be true when given; or report used_tool"))
+		}
+	default:
+		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("outcome", "is required: used_tool or none_fit"))
+	}
+	miss, err := s.fb.Outcome(ctx, caller.Tenant, caller.Subject, req.GetDiscoveryId(), used, used == nil)
+	if err != nil {
+		return nil, toStatus(s.log, "ReportOutcome", err)
+	}
+	return &pb.ReportOutcomeResponse{Miss: miss}, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/server"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -38,6 +39,8 @@ type env struct {
 	store   *embedded.Store
 	logPath string // discovery log file, "" when not logging
 	dlog    *discoverylog.Log
+	fbPath  string // feedback log file, "" without feedback
+	ret     *retriever.Retriever
 }
 
 type envOptions struct {
@@ -46,6 +49,8 @@ type envOptions struct {
 	cards   []cards.Card           // loaded through PutCards before the test
 	// wrap, if set, wraps the store that the retriever and the server use.
 	wrap func(cards.Store) cards.Store
+	// feedback records outcomes (raw queries, learning on).
+	feedback bool
 }
 
 // newEnv starts a server and returns a connected client. Everything is torn
@@ -68,7 +73,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatalf("retriever.New: %v", err)
 	}
 	t.Cleanup(func() { _ = ret.Close() })
-	e := &env{store: store}
+	e := &env{store: store, ret: ret}
 	var dlog *discoverylog.Log
 	if o.logMode != "" {
 		e.logPath = filepath.Join(dir, "discoveries.jsonl")
@@ -82,7 +87,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	gs, _ := server.New(server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, CatalogToken: o.token})
+	var fb *feedback.Recorder
+	if o.feedback {
+		e.fbPath = filepath.Join(dir, "feedback.jsonl")
+		fb, err = feedback.New(ctx, feedback.Config{Path: e.fbPath, LearnedPath: filepath.Join(dir, "learned.jsonl"),
+			Hash: func(s string) string { return "h:" + fmt.Sprint(len(s)) }, RawQueries: true, Learner: ret})
+		if err != nil {
+			t.Fatalf("feedback.New: %v", err)
+		}
+		t.Cleanup(func() { _ = fb.Close() })
+	}
+	gs, _ := server.New(server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token})
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	t.Cleanup(func() {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/feedback"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -31,6 +32,8 @@ type Config struct {
 	Retriever *retriever.Retriever
 	// DiscoveryLog may be nil (no logging).
 	DiscoveryLog *discoverylog.Log
+	// Feedback may be nil (ReportOutcome then answers Unavailable).
+	Feedback *feedback.Recorder
 	Logger       *slog.Logger
 	// CatalogToken, when set, is required as "authorization: Bearer TOKEN"
 	// metadata on every CatalogService call.
@@ -48,7 +51,7 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(accessLog(log), catalogAuth(cfg.CatalogToken)),
 	)
-	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, log: log})
+	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, log: log})
 	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, log: log})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
