@@ -16,7 +16,7 @@ import (
 
 func cardsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cards", Short: "Register, inspect and delete capability cards"}
-	cmd.AddCommand(cardsApplyCmd(), cardsGetCmd(), cardsListCmd(), cardsDeleteCmd())
+	cmd.AddCommand(cardsApplyCmd(), cardsGetCmd(), cardsListCmd(), cardsDeleteCmd(), cardsLintCmd())
 	return cmd
 }
 

@@ -34,7 +34,7 @@ type Config struct {
 	DiscoveryLog *discoverylog.Log
 	// Feedback may be nil (ReportOutcome then answers Unavailable).
 	Feedback *feedback.Recorder
-	Logger       *slog.Logger
+	Logger   *slog.Logger
 	// CatalogToken, when set, is required as "authorization: Bearer TOKEN"
 	// metadata on every CatalogService call.
 	CatalogToken string
