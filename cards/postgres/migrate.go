@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/seed0cff8200/cardex/migrations"
+)
+
+// VersionTable is goose's record of applied migrations, in the store's schema.
+const VersionTable = "goose_db_version"
+
+// MigrationStatus is one migration and whether it is applied.
+type MigrationStatus struct {
+	Version int64
+	Name    string
+	Applied bool
+}
+
+// migrationFS returns the embedded migrations, each section of each file
+// starting with SET LOCAL search_path, so that the tables land in the
+// store's schema whatever the connection's search_path is (goose runs every
+// migration in one transaction, so the setting ends with it).
+func migrationFS(schema string) (fs.FS, error) {
+	ents, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	set := fmt.Sprintf("SET LOCAL search_path TO %s, public;", quoteIdent(schema))
+	out := fstest.MapFS{} // an in-memory fs.FS; nothing to do with tests
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		b, err := fs.ReadFile(migrations.FS, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		var sb strings.Builder
+		for line := range strings.Lines(string(b)) {
+			sb.WriteString(line)
+			if t := strings.TrimSpace(line); t == "-- +goose Up" || t == "-- +goose Down" {
+				sb.WriteString(set + "\n")
+			}
+		}
+		out[e.Name()] = &fstest.MapFile{Data: []byte(sb.String()), Mode: 0o444}
+	}
+	return out, nil
+}
+
+func (s *Store) provider(log *slog.Logger) (*goose.Provider, error) {
+	fsys, err := migrationFS(s.schema)
+	if err != nil {
+		return nil, err
+	}
+	opts := []goose.ProviderOption{goose.WithTableName(s.schema + "." + VersionTable)}
+	if log != nil {
+		opts = append(opts, goose.WithSlog(log))
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, opts...)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, nil
+}
+
+// Migrate applies every pending migration (creating the schema if needed)
+// and returns the versions it applied.
+func (s *Store) Migrate(ctx context.Context) ([]int64, error) { return s.MigrateTo(ctx, 0) }
+
+// MigrateTo applies the pending migrations up to and including version (0:
+// all of them).
+func (s *Store) MigrateTo(ctx context.Context, version int64) ([]int64, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.schema).Scan(&exists); err != nil {
+		return nil, s.wrap(ctx, "migrate", err)
+	}
+	if !exists {
+		if _, err := s.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(s.schema)); err != nil {
+			return nil, s.wrap(ctx, "migrate: create schema", err)
+		}
+	}
+	p, err := s.provider(s.log)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	var res []*goose.MigrationResult
+	if version > 0 {
+		res, err = p.UpTo(ctx, version)
+	} else {
+		res, err = p.Up(ctx)
+	}
+	if err != nil {
+		return nil, s.wrap(ctx, "migrate up", err)
+	}
+	var out []int64
+	for _, r := range res {
+		out = append(out, r.Source.Version)
+	}
+	return out, nil
+}
+
+// MigrationStatus lists every migration of this binary and whether the
+// database has it.
+func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) {
+	p, err := s.provider(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.schema+"."+VersionTable).Scan(&exists); err != nil {
+		return nil, s.wrap(ctx, "migration status", err)
+	}
+	var out []MigrationStatus
+	if !exists {
+		for _, src := range p.ListSources() {
+			out = append(out, MigrationStatus{Version: src.Version, Name: baseName(src.Path)})
+		}
+		return out, nil
+	}
+	st, err := p.Status(ctx)
+	if err != nil {
+		return nil, s.wrap(ctx, "migration status", err)
+	}
+	for _, m := range st {
+		out = append(out, MigrationStatus{Version: m.Source.Version, Name: baseName(m.Source.Path), Applied: m.State == goose.StateApplied})
+	}
+	return out, nil
+}
+
+// SchemaCurrent reports whether every migration of this binary is applied;
+// when not, the error says what is missing (wrapping cards.ErrUnavailable
+// when the database cannot be reached).
+func (s *Store) SchemaCurrent(ctx context.Context) error {
+	st, err := s.MigrationStatus(ctx)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	for _, m := range st {
+		if !m.Applied {
+			pending = append(pending, m.Name)
+		}
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("database schema %q is not current: %d migration(s) pending (%s); run `cardex migrate up`",
+			s.schema, len(pending), strings.Join(pending, ", "))
+	}
+	return nil
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

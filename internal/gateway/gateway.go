@@ -1,0 +1,248 @@
+// Package gateway is what an agent can do through cardex, whatever the
+// surface (the MCP front at /mcp, the gRPC ExecutionService behind `cardex
+// tools`): search the tools it may use, describe one, and call one. Every
+// describe and call is authorized on its own, exactly as AuthorizeCall does
+// (tenant, active status, scopes, arguments against the input schema), before
+// anything is forwarded to an upstream.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/upstream"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// The meta-tools' limits.
+const (
+	MaxQueryLen    = 200 // search query, code points
+	DefaultLimit   = 20
+	MaxLimit       = 50  // larger limits are capped, not refused
+	MaxSummaryLen  = 500 // summaries in search results, code points
+	MaxNameLen     = cards.MaxNameLen
+	SearchTools    = "search_tools"
+	DescribeTool   = "describe_tool"
+	CallTool       = "call_tool"
+	unknownToolMsg = "unknown tool"
+)
+
+// MetaTools are the names of cardex's own tools. As a tool name given to
+// describe_tool or call_tool they are unknown: meta-tools cannot be nested.
+var MetaTools = []string{SearchTools, DescribeTool, CallTool}
+
+// Gateway runs the three operations. Upstreams and Audit may be nil (then
+// nothing can be called, and nothing is audited).
+type Gateway struct {
+	Retriever *retriever.Retriever
+	Upstreams upstream.Caller
+	Audit     *upstream.Audit
+	Log       *slog.Logger
+}
+
+// ToolSummary is one search result.
+type ToolSummary struct {
+	Name    string `json:"name"`
+	Server  string `json:"server"`
+	Summary string `json:"summary"`
+}
+
+// Search lists the caller's authorized tools that match the query (every one,
+// in (server, name) order, when the query is empty), at most limit.
+func (g *Gateway) Search(ctx context.Context, c retriever.Caller, query string, limit int) ([]ToolSummary, error) {
+	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
+		return nil, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultLimit
+	case limit < 0:
+		return nil, cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+	rows, _, err := g.Retriever.Search(ctx, c, query, limit, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ToolSummary, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, ToolSummary{Name: r.Name, Server: r.Server, Summary: cutRunes(r.Summary, MaxSummaryLen)})
+	}
+	return out, nil
+}
+
+// Denial is a describe or call that was refused; nothing was forwarded.
+type Denial struct {
+	Outcome    string // upstream.OutcomeDenied*
+	Message    string
+	Ambiguous  []string
+	Violations []string
+}
+
+func (d *Denial) Error() string {
+	if len(d.Violations) > 0 {
+		return d.Message + ":\n  - " + strings.Join(d.Violations, "\n  - ")
+	}
+	return d.Message
+}
+
+// unknown answers like the retriever does for a card that does not exist.
+func unknown(name string) *Denial {
+	if utf8.RuneCountInString(name) > MaxNameLen {
+		name = cutRunes(name, MaxNameLen)
+	}
+	return &Denial{Outcome: upstream.OutcomeDeniedUnknown, Message: fmt.Sprintf("%s %q", unknownToolMsg, name)}
+}
+
+// checkName refuses, as unknown, names no card can have: empty, over-long,
+// invalid, reserved, or a meta-tool's (no nesting).
+func checkName(name, server string) *Denial {
+	if name == "" || !cards.ValidName(name) || strings.HasPrefix(strings.ToLower(name), cards.ReservedPrefix) {
+		return unknown(name)
+	}
+	for _, m := range MetaTools {
+		if strings.EqualFold(name, m) {
+			return unknown(name)
+		}
+	}
+	if server != "" && !cards.ValidName(server) {
+		return unknown(name)
+	}
+	return nil
+}
+
+// Describe returns one authorized card, or a *Denial (unknown tool, or an
+// ambiguous name with the candidate servers).
+func (g *Gateway) Describe(ctx context.Context, c retriever.Caller, name, server string) (cards.Card, error) {
+	if d := checkName(name, server); d != nil {
+		return cards.Card{}, d
+	}
+	res, err := g.Retriever.Describe(ctx, c, name, server)
+	switch {
+	case errors.Is(err, cards.ErrNotFound):
+		return cards.Card{}, unknown(name)
+	case err != nil:
+		return cards.Card{}, err
+	case res.Ambiguous != nil:
+		return cards.Card{}, ambiguous(name, res.Ambiguous)
+	}
+	return res.Card, nil
+}
+
+func ambiguous(name string, servers []string) *Denial {
+	return &Denial{Outcome: upstream.OutcomeDeniedAmbiguous, Ambiguous: servers,
+		Message: fmt.Sprintf("tool %q is ambiguous: name a server (one of %s)", name, strings.Join(servers, ", "))}
+}
+
+// CallResult is a forwarded call's answer: the upstream's result as it is,
+// and the real tool it came from.
+type CallResult struct {
+	Result *mcp.CallToolResult
+	Tool   cards.Key
+}
+
+// Call authorizes the call exactly as AuthorizeCall does and, when allowed,
+// forwards it to the card's upstream. It returns a *Denial when refused
+// (nothing forwarded) and an *upstream.CallError when the upstream produced
+// no result. Every call, allowed or not, is audited (never its arguments).
+// via names the surface (mcp or grpc).
+func (g *Gateway) Call(ctx context.Context, c retriever.Caller, via, name, server string, args json.RawMessage) (CallResult, error) {
+	start := time.Now()
+	entry := upstream.AuditEntry{Via: via, Tenant: c.Tenant}
+	if cards.ValidName(name) {
+		entry.Tool = name
+	}
+	if cards.ValidName(server) {
+		entry.Server = server
+	}
+	res, err := g.call(ctx, c, name, server, args, &entry)
+	entry.Time = start.UTC()
+	entry.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	var d *Denial
+	var ce *upstream.CallError
+	switch {
+	case errors.As(err, &d):
+		entry.Outcome = d.Outcome
+	case errors.As(err, &ce):
+		entry.Outcome, entry.Detail = ce.Kind, ce.Error()
+	case err != nil:
+		entry.Outcome, entry.Detail = "error", err.Error()
+	case res.Result.IsError:
+		entry.Outcome = upstream.OutcomeToolError
+	default:
+		entry.Outcome = upstream.OutcomeOK
+	}
+	if aerr := g.Audit.Append(entry, c.Subject); aerr != nil {
+		g.log().Warn("audit log append failed", "err", aerr)
+	}
+	return res, err
+}
+
+func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server string, args json.RawMessage, entry *upstream.AuditEntry) (CallResult, error) {
+	if d := checkName(name, server); d != nil {
+		return CallResult{}, d
+	}
+	if len(strings.TrimSpace(string(args))) == 0 {
+		args = json.RawMessage("{}")
+	}
+	a, err := g.Retriever.Authorize(ctx, c, name, server, args)
+	if errors.Is(err, cards.ErrInvalid) {
+		return CallResult{}, &Denial{Outcome: upstream.OutcomeDeniedArguments, Message: "arguments refused", Violations: []string{err.Error()}}
+	}
+	if err != nil {
+		return CallResult{}, err
+	}
+	switch a.Decision {
+	case retriever.Allow:
+	case retriever.DenyAmbiguous:
+		return CallResult{}, ambiguous(name, a.Ambiguous)
+	case retriever.DenyInvalidArguments:
+		entry.Server, entry.Tool = a.Key.Server, a.Key.Name
+		return CallResult{}, &Denial{Outcome: upstream.OutcomeDeniedArguments, Message: a.Message, Violations: a.Violations}
+	default:
+		return CallResult{}, unknown(name)
+	}
+	entry.Server, entry.Tool = a.Key.Server, a.Key.Name
+	// The card must be an MCP tool: other kinds have no upstream to forward to.
+	desc, err := g.Retriever.Describe(ctx, c, a.Key.Name, a.Key.Server)
+	if err != nil || desc.Card.Version != a.Version {
+		// Revoked or changed between the two reads: authorize again next time.
+		return CallResult{}, unknown(name)
+	}
+	if desc.Card.Kind != cards.KindMCPTool {
+		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server,
+			Err: fmt.Errorf("%s/%s is a %s card, not an MCP tool", a.Key.Server, a.Key.Name, desc.Card.Kind)}
+	}
+	if g.Upstreams == nil {
+		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server}
+	}
+	r, err := g.Upstreams.Call(ctx, c.Tenant, a.Key.Server, a.Key.Name, args)
+	if err != nil {
+		return CallResult{}, err
+	}
+	return CallResult{Result: r, Tool: a.Key}, nil
+}
+
+func (g *Gateway) log() *slog.Logger {
+	if g.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return g.Log
+}
+
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

@@ -1,0 +1,182 @@
+// Package mcpimport turns an MCP server's tools/list into capability cards
+// of kind mcp_tool.
+package mcpimport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/seed0cff8200/cardex/cards"
+)
+
+// MaxPages bounds how many tools/list pages an import follows: a server whose
+// cursors never end is an error, not an endless loop.
+const MaxPages = 1000
+
+// ListAll fetches every tool of a server, following tools/list pagination to
+// the last page. Any failure (including a repeated cursor) fails the whole
+// listing: a partial list must never look like a complete one, or the
+// tools on the missing pages would be revoked.
+func ListAll(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, int, error) {
+	var out []*mcp.Tool
+	cursor := ""
+	seen := map[string]bool{}
+	for page := 1; ; page++ {
+		if page > MaxPages {
+			return nil, page - 1, fmt.Errorf("tools/list: more than %d pages; giving up", MaxPages)
+		}
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, page - 1, fmt.Errorf("tools/list page %d: %w", page, err)
+		}
+		out = append(out, res.Tools...)
+		if res.NextCursor == "" {
+			return out, page, nil
+		}
+		if seen[res.NextCursor] {
+			return nil, page, fmt.Errorf("tools/list page %d: the server repeated a cursor", page)
+		}
+		seen[res.NextCursor] = true
+		cursor = res.NextCursor
+	}
+}
+
+// Skipped is a tool that could not become a card.
+type Skipped struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// ToCards maps tools to normalised cards of (tenant, server). A tool whose
+// name breaks the MCP tool-name rule or the reserved prefix, or whose schema
+// does not compile, is skipped with the reason.
+func ToCards(tenant, server string, tools []*mcp.Tool) ([]cards.Card, []Skipped) {
+	var out []cards.Card
+	var skipped []Skipped
+	for _, t := range tools {
+		if t == nil {
+			continue
+		}
+		c, err := ToCard(tenant, server, t)
+		if err != nil {
+			skipped = append(skipped, Skipped{Name: printable(t.Name), Reason: err.Error()})
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, skipped
+}
+
+// ToCard maps one tool: description → summary (its first sentence) and
+// description (the whole text), inputSchema and outputSchema kept, title as
+// an alias, annotations mapped.
+func ToCard(tenant, server string, t *mcp.Tool) (cards.Card, error) {
+	if !cards.ValidName(t.Name) {
+		return cards.Card{}, fmt.Errorf("name does not follow the MCP tool-name rule [A-Za-z0-9_.-]{1,128}")
+	}
+	c := cards.Card{
+		Tenant: tenant,
+		Server: server,
+		Name:   t.Name,
+		Kind:   cards.KindMCPTool,
+		Status: cards.StatusActive,
+	}
+	desc := cards.Sanitize(t.Description)
+	title := t.Title
+	if title == "" && t.Annotations != nil {
+		title = t.Annotations.Title
+	}
+	title = cards.Sanitize(title)
+	c.Summary = Summary(t.Description)
+	if c.Summary == "" {
+		c.Summary = title
+	}
+	if c.Summary == "" {
+		c.Summary = strings.NewReplacer("_", " ", "-", " ", ".", " ").Replace(t.Name)
+	}
+	if desc != c.Summary {
+		c.Description = Cut(desc, cards.MaxDescriptionLen)
+	}
+	if title != "" {
+		c.Aliases = []string{Cut(title, cards.MaxAliasLen)}
+	}
+	if a := t.Annotations; a != nil {
+		ro, idem := a.ReadOnlyHint, a.IdempotentHint
+		c.Annotations = cards.Annotations{ReadOnly: &ro, Idempotent: &idem, Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
+	}
+	var err error
+	if c.InputSchema, err = schemaJSON(t.InputSchema); err != nil {
+		return cards.Card{}, fmt.Errorf("inputSchema: %w", err)
+	}
+	if c.OutputSchema, err = schemaJSON(t.OutputSchema); err != nil {
+		return cards.Card{}, fmt.Errorf("outputSchema: %w", err)
+	}
+	if err := cards.Normalize(&c); err != nil {
+		return cards.Card{}, err
+	}
+	return c, nil
+}
+
+func schemaJSON(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// Summary is the first sentence of a description (its first paragraph,
+// then up to the first '.', '!' or '?' followed by a space), sanitised and
+// cut to the summary limit at a word boundary.
+func Summary(description string) string {
+	text := strings.TrimSpace(description)
+	if i := strings.Index(text, "\n\n"); i >= 0 {
+		text = text[:i]
+	}
+	text = cards.Sanitize(text)
+	rs := []rune(text)
+	for i, r := range rs {
+		if (r == '.' || r == '!' || r == '?') && (i+1 == len(rs) || unicode.IsSpace(rs[i+1])) {
+			// "e.g. " and "i.e. " do not end a sentence.
+			if i >= 3 && (string(rs[i-3:i+1]) == "e.g." || string(rs[i-3:i+1]) == "i.e.") {
+				continue
+			}
+			text = string(rs[:i+1])
+			break
+		}
+	}
+	return Cut(text, cards.MaxSummaryLen)
+}
+
+// Cut shortens s to at most n code points, at a word boundary when one is
+// near, ending with "…".
+func Cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	rs := []rune(s)[:n-1]
+	if i := strings.LastIndexFunc(string(rs), unicode.IsSpace); i > 0 && utf8.RuneCountInString(string(rs)[:i]) > n*3/4 {
+		rs = []rune(string(rs)[:i])
+	}
+	return strings.TrimRightFunc(string(rs), unicode.IsSpace) + "…"
+}
+
+func printable(s string) string {
+	s = cards.Sanitize(s)
+	if utf8.RuneCountInString(s) > 80 {
+		s = string([]rune(s)[:79]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+# shellcheck shell=bash
+# Sourced by scripts/test: starts the test databases in the background and
+# exports their URLs. Stop them with testdb_stop (scripts/test traps EXIT).
+#
+#   CARDEX_TEST_DATABASE_URL  PostgreSQL with pgvector: PGlite (npm, pinned by
+#                             package-lock.json) on a free loopback port,
+#                             simple protocol (its connections share one session)
+#   CARDEX_TEST_NATIVE_PG_URL native PostgreSQL 15 (initdb + pg_ctl in a temp
+#                             dir) for real sessions and LISTEN/NOTIFY
+#
+# A URL that is already set is used as it is and nothing is started for it
+# (e.g. the docker-compose PostgreSQL).
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+TESTDB_DIR=""
+PGLITE_PID=""
+NATIVE_PG_DATA=""
+
+testdb_free_port() {
+	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+testdb_start_pglite() {
+	if [ -n "${CARDEX_TEST_DATABASE_URL:-}" ]; then return; fi
+	if ! command -v node >/dev/null; then
+		echo "scripts/test: node is needed for PGlite (apt-get install nodejs npm)" >&2
+		exit 1
+	fi
+	# npm ci when node_modules does not match package-lock.json.
+	if ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
+		npm ci --no-audit --no-fund --loglevel=error >&2
+		cp package-lock.json node_modules/.cardex-package-lock.json
+	fi
+	local port
+	port=$(testdb_free_port)
+	node node_modules/@electric-sql/pglite-socket/dist/scripts/server.js \
+		-h 127.0.0.1 -p "$port" -e @electric-sql/pglite-pgvector:vector -m 64 \
+		>"$TESTDB_DIR/pglite.log" 2>&1 &
+	PGLITE_PID=$!
+	PGLITE_PORT=$port
+}
+
+testdb_wait_pglite() {
+	if [ -z "$PGLITE_PID" ]; then return; fi
+	local i
+	for i in $(seq 1 600); do
+		if grep -q "listening" "$TESTDB_DIR/pglite.log" 2>/dev/null; then
+			export CARDEX_TEST_DATABASE_URL="postgres://postgres:postgres@127.0.0.1:$PGLITE_PORT/postgres?sslmode=disable&default_query_exec_mode=simple_protocol"
+			echo "scripts/test: PGlite (PostgreSQL + pgvector) on 127.0.0.1:$PGLITE_PORT after $((i / 10)).$((i % 10))s" >&2
+			return
+		fi
+		if ! kill -0 "$PGLITE_PID" 2>/dev/null; then break; fi
+		sleep 0.1
+	done
+	echo "scripts/test: PGlite did not start:" >&2
+	cat "$TESTDB_DIR/pglite.log" >&2
+	exit 1
+}
+
+# as_pg runs a PostgreSQL server binary: initdb and postgres refuse to run
+# as root, so as root they run as the postgres user.
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+testdb_start_native() {
+	if [ -n "${CARDEX_TEST_NATIVE_PG_URL:-}" ]; then return; fi
+	if [ ! -x "$PG_BIN/initdb" ]; then
+		if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+			echo "scripts/test: installing postgresql-15 (for the LISTEN/NOTIFY test)" >&2
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15 >&2
+		else
+			echo "scripts/test: $PG_BIN/initdb not found: install PostgreSQL 15 (apt-get install postgresql-15)" >&2
+			exit 1
+		fi
+	fi
+	if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+		useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+	fi
+	NATIVE_PG_DATA="$TESTDB_DIR/native"
+	mkdir -p "$NATIVE_PG_DATA"
+	if [ "$(id -u)" = 0 ]; then chown postgres "$NATIVE_PG_DATA"; chmod 755 "$TESTDB_DIR"; fi
+	local port
+	port=$(testdb_free_port)
+	as_pg "$PG_BIN/initdb" -D "$NATIVE_PG_DATA/data" -U postgres -A trust --no-sync -E UTF8 --locale=C >"$TESTDB_DIR/initdb.log" 2>&1 ||
+		{ cat "$TESTDB_DIR/initdb.log" >&2; exit 1; }
+	as_pg "$PG_BIN/pg_ctl" -D "$NATIVE_PG_DATA/data" -l "$NATIVE_PG_DATA/log" -w -t 60 \
+		-o "-p $port -k $NATIVE_PG_DATA -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null ||
+		{ cat "$NATIVE_PG_DATA/log" >&2; exit 1; }
+	export CARDEX_TEST_NATIVE_PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+	echo "scripts/test: native PostgreSQL 15 on 127.0.0.1:$port" >&2
+}
+
+testdb_start() {
+	TESTDB_DIR=$(mktemp -d -t cardex-testdb.XXXXXX)
+	testdb_start_pglite
+	testdb_start_native
+}
+
+testdb_stop() {
+	if [ -n "$PGLITE_PID" ]; then
+		kill "$PGLITE_PID" 2>/dev/null || true
+		wait "$PGLITE_PID" 2>/dev/null || true
+	fi
+	if [ -n "$NATIVE_PG_DATA" ] && [ -d "$NATIVE_PG_DATA/data" ]; then
+		as_pg "$PG_BIN/pg_ctl" -D "$NATIVE_PG_DATA/data" -m immediate -w stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "$TESTDB_DIR" ]; then rm -rf "$TESTDB_DIR"; fi
+}
