@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed0cff8200/cardex/cards/embedded"
-	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/server"
@@ -28,6 +27,7 @@ func serveCmd() *cobra.Command {
 		dataDir, listen, queryLog, logLevel, tokenFile string
 		grace, syncEvery                               time.Duration
 	)
+	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gRPC service on the embedded store (no external service needed)",
@@ -57,7 +57,11 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			ret, err := retriever.New(ctx, store, embed.NewHashed(embed.DefaultDim), log)
+			emb, err := ef.build(ctx, log)
+			if err != nil {
+				return err
+			}
+			ret, err := retriever.New(ctx, store, emb, log)
 			if err != nil {
 				return err
 			}
@@ -124,6 +128,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
+	ef.register(cmd)
 	return cmd
 }
 
