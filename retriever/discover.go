@@ -148,9 +148,17 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 // rank runs steps 2–8 for one query text. The query is embedded before the
 // view is locked, so a slow embedding server never holds up writers.
 func (r *Retriever) rank(ctx context.Context, req Request, query string, topK int, alpha float64) (Result, error) {
-	qvecs, err := r.emb.Embed(ctx, []string{query})
-	if err != nil {
-		return Result{}, fmt.Errorf("embed query: %w", err)
+	var qvec []float32
+	qvecs, embedErr := r.emb.Embed(ctx, []string{query})
+	switch {
+	case embedErr == nil:
+		qvec = qvecs[0]
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	default:
+		// The embedder (an embedding server) failed: the lexical leg
+		// still answers, flagged degraded.
+		r.log.Warn("query embedding failed; answering from the lexical index", "err", embedErr)
 	}
 
 	r.mu.RLock()
@@ -169,7 +177,12 @@ func (r *Retriever) rank(ctx context.Context, req Request, query string, topK in
 	if err != nil {
 		return Result{}, fmt.Errorf("lexical search: %w", err)
 	}
-	sem, err := r.vec.Search(ctx, qvecs[0], filter, LegDepth)
+	var sem []Hit
+	if qvec == nil {
+		res.Degraded = true
+	} else {
+		sem, err = r.vec.Search(ctx, qvec, filter, LegDepth)
+	}
 	switch {
 	case errors.Is(err, cards.ErrUnavailable):
 		// The semantic leg's backend is down: answer from the lexical

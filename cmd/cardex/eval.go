@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed0cff8200/cardex/eval"
+	"github.com/seed0cff8200/cardex/internal/evalremote"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+func evalCmd() *cobra.Command {
+	var (
+		addr, token, out, misses, fusion, encoding, tenant string
+		topK, workers                                      int
+		alpha                                              float64
+		split                                              bool
+		timeout                                            time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "eval DIR",
+		Short: "Measure recall@K, MRR, nDCG@10 and token savings on a labelled dataset (tools.jsonl, queries.jsonl)",
+		Long: `Loads a dataset folder (tools.jsonl and, optionally, queries.jsonl with expected_groups),
+registers the tools as cards of one tenant, runs every query in the lexical-only, semantic-only
+and hybrid modes side by side, and prints a Markdown table of recall@1/3/5/10, MRR and nDCG@10
+(a need is met when any tool of its group is retrieved) and the token savings of the shortlist
+against shipping every tool definition up front, counted with a BPE tokenizer whose vocabulary
+is built in. Queries that miss a need in the top K are written to --misses (JSON Lines), the
+whole report to --out (JSON). Progress goes to stderr.
+
+By default it runs in-process on a fresh embedded store in a temporary directory, with the
+default configuration of 'cardex serve'. With --addr it registers the cards in tenant
+eval-<dataset> of a running server (deleting that tenant's other cards) and asks
+DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline is measured.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := eval.Load(args[0])
+			if err != nil {
+				return err
+			}
+			tk, err := eval.NewBPE(encoding)
+			if err != nil {
+				return err
+			}
+			var backend eval.Backend
+			if addr != "" {
+				r, err := evalremote.Dial(addr, token, timeout)
+				if err != nil {
+					return err
+				}
+				backend = r
+			} else {
+				backend = eval.NewInProcess(nil)
+			}
+			defer backend.Close()
+			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers}
+			if cmd.Flags().Changed("alpha") {
+				o.Alpha, o.AlphaSet = alpha, true
+			}
+			total := len(d.Queries) * len(backend.Modes())
+			fmt.Fprintf(os.Stderr, "eval %s: %d tools, %d queries, %d discoveries (%s)\n",
+				d.Name, len(d.Tools), len(d.Queries), total, backend.Describe())
+			p := newEvalProgress(os.Stderr, "discoveries")
+			o.Progress = p.update
+			rep, ms, err := eval.Run(cmd.Context(), d, backend, o)
+			p.finish()
+			if err != nil {
+				return err
+			}
+			if r, ok := backend.(*evalremote.Remote); ok && r.Removed > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%d stale cards of tenant %s were deleted from the server", r.Removed, rep.Tenant))
+			}
+			if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
+				return err
+			}
+			out = strings.ReplaceAll(out, "{dataset}", d.Name)
+			misses = strings.ReplaceAll(misses, "{dataset}", d.Name)
+			if out != "" {
+				if err := writeFile(out, rep.WriteJSON); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "report: %s\n", out)
+			}
+			if misses != "" {
+				if err := writeFile(misses, func(w io.Writer) error { return eval.WriteMisses(w, ms) }); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "misses: %s (%d queries)\n", misses, len(ms))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "", "run against the cardex server at this address (default: in-process on a temporary embedded store)")
+	f.StringVar(&token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "catalog token for PutCards with --addr (env CARDEX_CATALOG_TOKEN)")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "per-call timeout with --addr")
+	f.StringVar(&tenant, "tenant", "", "tenant to register the cards under (default eval-<dataset>)")
+	f.IntVar(&topK, "top-k", eval.DefaultTopK, fmt.Sprintf("shortlist depth at which a need counts as missed (1..%d; metrics always look at the top 10)", retriever.MaxTopK))
+	f.StringVar(&out, "out", "eval-{dataset}.json", "JSON report file ({dataset} is replaced; empty: none)")
+	f.StringVar(&misses, "misses", "eval-{dataset}-misses.jsonl", "missed queries, JSON Lines ({dataset} is replaced; empty: none)")
+	f.BoolVar(&split, "split", false, "table rows per subset: all, single-need and multi-need queries")
+	f.StringVar(&fusion, "fusion", "", "rrf (default) or relative")
+	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
+	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
+	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
+	return cmd
+}
+
+// writeFile writes through fn to path (creating its directory), atomically
+// enough for a report: a temporary file renamed into place.
+func writeFile(path string, fn func(io.Writer) error) error {
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".eval-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := fn(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// evalProgress reports n of total on w: a redrawn bar when w is a terminal,
+// otherwise a plain line every 10% (and at most every 5 seconds apart
+// beyond that), so logs of a CI run stay readable.
+type evalProgress struct {
+	w        io.Writer
+	what     string
+	tty      bool
+	start    time.Time
+	lastDraw time.Time
+	lastPct  int
+	drawn    bool
+}
+
+func newEvalProgress(f *os.File, what string) *evalProgress {
+	tty := false
+	if st, err := f.Stat(); err == nil {
+		tty = st.Mode()&os.ModeCharDevice != 0
+	}
+	return &evalProgress{w: f, what: what, tty: tty, start: time.Now(), lastPct: -1}
+}
+
+func (p *evalProgress) update(done, total int) {
+	if total <= 0 {
+		return
+	}
+	now := time.Now()
+	pct := done * 100 / total
+	if p.tty {
+		if done != total && now.Sub(p.lastDraw) < 100*time.Millisecond {
+			return
+		}
+		const width = 30
+		fill := done * width / total
+		fmt.Fprintf(p.w, "\r[%s%s] %d/%d %s %3d%% %.1fs", strings.Repeat("#", fill), strings.Repeat(".", width-fill),
+			done, total, p.what, pct, now.Sub(p.start).Seconds())
+		p.lastDraw, p.drawn = now, true
+		return
+	}
+	if pct/10 == p.lastPct/10 && now.Sub(p.lastDraw) < 5*time.Second && done != total {
+		return
+	}
+	if pct == p.lastPct && done != total {
+		return
+	}
+	fmt.Fprintf(p.w, "%d/%d %s (%d%%, %.1fs)\n", done, total, p.what, pct, now.Sub(p.start).Seconds())
+	p.lastDraw, p.lastPct = now, pct
+}
+
+func (p *evalProgress) finish() {
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEvalCommand runs `cardex eval` on the eval package's fixture, in
+// process and against a running server, the way the docs show.
+func TestEvalCommand(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	fixture := filepath.Join("..", "..", "eval", "testdata", "tiny")
+
+	cmd := exec.Command(bin, "eval", fixture, "--out", filepath.Join(dir, "r.json"), "--misses", filepath.Join(dir, "{dataset}-misses.jsonl"), "--split")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("eval: %v\n%s", err, stderr.String())
+	}
+	for _, s := range []string{"## tiny: 8 tools, 5 queries", "| all (5) | lexical |", "| single (4) | semantic |", "| multi (1) | hybrid |", "Token savings (o200k_base"} {
+		if !strings.Contains(string(out), s) {
+			t.Errorf("stdout lacks %q:\n%s", s, out)
+		}
+	}
+	// stderr is not a terminal here: plain progress lines, no bar.
+	if !strings.Contains(stderr.String(), "15/15 discoveries (100%") || strings.Contains(stderr.String(), "\r") {
+		t.Errorf("stderr progress:\n%q", stderr.String())
+	}
+	var rep struct {
+		Dataset string   `json:"dataset"`
+		Modes   []string `json:"modes"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil || json.Unmarshal(b, &rep) != nil || rep.Dataset != "tiny" || len(rep.Modes) != 3 {
+		t.Errorf("report file: %v %s", err, b)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "tiny-misses.jsonl")); err != nil || !strings.Contains(string(b), `"id":"q5"`) {
+		t.Errorf("misses file: %v %s", err, b)
+	}
+
+	addr, _ := startServer(t, bin, filepath.Join(dir, "data"))
+	got, code := run(t, bin, addr, "eval", fixture, "--addr", addr, "--out", "", "--misses", "")
+	if code != 0 || !strings.Contains(got, "server at "+addr) || !strings.Contains(got, "| all (5) | hybrid |") || strings.Contains(got, "| lexical |") {
+		t.Errorf("eval --addr (exit %d):\n%s", code, got)
+	}
+	if _, code := run(t, bin, addr, "eval", filepath.Join(dir, "nope")); code == 0 {
+		t.Error("eval of a missing folder succeeded")
+	}
+}

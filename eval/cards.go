@@ -1,0 +1,148 @@
+package eval
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// NoServer is the server namespace of tools from a catalogue without
+// servers (MetaTool). It is a lone separator, so neither leg of the search
+// sees a word in it.
+const NoServer = "_"
+
+// Catalog is a dataset's tools as cards of one tenant, with the way back
+// from a card's key to the tool's label.
+type Catalog struct {
+	Tenant string
+	Cards  []cards.Card
+	labels map[[2]string]string // (server, name) → label
+	// SchemasDropped lists, as "label: reason", the tools whose input
+	// schema did not pass the card rules (it is left off the card).
+	SchemasDropped []string
+}
+
+// Label returns the dataset label of the card (server, name), or "" when
+// the key is not one of the catalogue's.
+func (c *Catalog) Label(server, name string) string { return c.labels[[2]string{server, name}] }
+
+// NewCatalog turns a dataset's tools into cards for tenant, the way a
+// platform team would register an imported MCP tool:
+//
+//   - server = the tool's server (NoServer when it has none), name = the
+//     bare tool name, kind mcp_tool (function when there is no server);
+//   - summary = the description's first sentence, at most
+//     cards.MaxSummaryLen characters (cut at a word); the split tool name
+//     when the description is empty;
+//   - description = the whole description (at most cards.MaxDescriptionLen
+//     characters) when it says more than the summary;
+//   - input_schema as published; no aliases, tags, scopes or
+//     when_not_to_use, since the datasets have none.
+//
+// Every card is normalised here, so a registration cannot fail on one bad
+// tool: a schema that breaks the card rules is dropped from its card and
+// listed in SchemasDropped; any other broken rule is an error.
+func NewCatalog(d *Dataset, tenant string) (*Catalog, error) {
+	c := &Catalog{Tenant: tenant, labels: make(map[[2]string]string, len(d.Tools))}
+	for i := range d.Tools {
+		t := &d.Tools[i]
+		card := ToolCard(t, tenant)
+		if err := cards.Normalize(&card); err != nil {
+			fe, ok := err.(*cards.FieldError)
+			if !ok || fe.Field != "input_schema" {
+				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+			}
+			card = ToolCard(t, tenant)
+			card.InputSchema = nil
+			if err := cards.Normalize(&card); err != nil {
+				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+			}
+			c.SchemasDropped = append(c.SchemasDropped, t.Name+": "+fe.Error())
+		}
+		k := [2]string{card.Server, card.Name}
+		if prev, dup := c.labels[k]; dup {
+			return nil, fmt.Errorf("tools %s and %s both become card %s/%s", prev, t.Name, k[0], k[1])
+		}
+		c.labels[k] = t.Name
+		c.Cards = append(c.Cards, card)
+	}
+	return c, nil
+}
+
+// ToolCard maps one tool to a card (not yet normalised); see NewCatalog.
+func ToolCard(t *Tool, tenant string) cards.Card {
+	server, kind := t.Server, cards.KindMCPTool
+	if server == "" {
+		server, kind = NoServer, cards.KindFunction
+	}
+	desc := cards.Sanitize(t.Description)
+	summary := FirstSentence(desc, cards.MaxSummaryLen)
+	if summary == "" {
+		summary = retriever.SplitIdentifiers(t.BareName())
+	}
+	card := cards.Card{
+		Tenant:  tenant,
+		Server:  server,
+		Name:    t.BareName(),
+		Kind:    kind,
+		Summary: summary,
+	}
+	if desc != summary {
+		card.Description = cutRunes(desc, cards.MaxDescriptionLen)
+	}
+	if t.HasSchema() {
+		card.InputSchema = append([]byte(nil), t.InputSchema...)
+	}
+	return card
+}
+
+// FirstSentence returns the text up to and including the first sentence end
+// ('.', '!' or '?' followed by a space, or '。', '！', '？'), or the whole
+// text when it has none; at most limit characters, cut at a word boundary
+// with "…" when longer.
+func FirstSentence(s string, limit int) string {
+	s = strings.TrimSpace(s)
+	rs := []rune(s)
+	end := len(rs)
+scan:
+	for i, r := range rs {
+		switch r {
+		case '。', '！', '？':
+			end = i + 1
+			break scan
+		case '.', '!', '?':
+			if i+1 < len(rs) && unicode.IsSpace(rs[i+1]) {
+				end = i + 1
+				break scan
+			}
+		}
+	}
+	return cutRunes(string(rs[:end]), limit)
+}
+
+// cutRunes shortens s to at most limit characters, cutting at the last
+// space of the allowed part (if there is one in its second half) and
+// ending with "…".
+func cutRunes(s string, limit int) string {
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	rs := []rune(s)[:limit-1]
+	if i := lastSpace(rs); i > len(rs)/2 {
+		rs = rs[:i]
+	}
+	return strings.TrimRightFunc(string(rs), unicode.IsSpace) + "…"
+}
+
+func lastSpace(rs []rune) int {
+	for i := len(rs) - 1; i >= 0; i-- {
+		if unicode.IsSpace(rs[i]) {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,160 @@
+package eval
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Report is the outcome of one evaluation run.
+type Report struct {
+	Dataset string   `json:"dataset"`
+	Dir     string   `json:"dir"`
+	Backend string   `json:"backend"`
+	Tenant  string   `json:"tenant"`
+	Tools   int      `json:"tools"`
+	Queries int      `json:"queries"`
+	TopK    int      `json:"top_k"`
+	Fusion  string   `json:"fusion"`
+	Alpha   *float64 `json:"alpha,omitempty"`
+	Modes   []string `json:"modes"`
+	// Subsets: "all", and "single" / "multi" (one need / several) when the
+	// dataset has both kinds.
+	Subsets        []Subset     `json:"subsets"`
+	Tokens         *TokenReport `json:"tokens,omitempty"`
+	TokensNote     string       `json:"tokens_note,omitempty"`
+	SchemasDropped []string     `json:"schemas_dropped,omitempty"`
+	Notes          []string     `json:"notes,omitempty"`
+	Timing         Timing       `json:"timing"`
+}
+
+// Subset is the mean metrics of a set of queries, per mode.
+type Subset struct {
+	Name        string       `json:"name"`
+	Description string       `json:"description"`
+	Queries     int          `json:"queries"`
+	Modes       []ModeResult `json:"modes"`
+}
+
+// ModeResult is one mode's mean metrics over a subset.
+type ModeResult struct {
+	Mode string `json:"mode"`
+	Metrics
+	// MeanLatencyMS is the mean wall time of one discovery as the runner
+	// saw it (with concurrent workers, so an upper bound of the unloaded
+	// latency).
+	MeanLatencyMS float64 `json:"mean_latency_ms"`
+}
+
+// Timing is where the run's time went, in seconds.
+type Timing struct {
+	RegisterSeconds float64 `json:"register_seconds"`
+	QuerySeconds    float64 `json:"query_seconds"`
+	TokenSeconds    float64 `json:"token_seconds"`
+	TotalSeconds    float64 `json:"total_seconds"`
+}
+
+// Miss is a query that some mode did not fully answer within the top K.
+type Miss struct {
+	ID       string     `json:"id"`
+	Query    string     `json:"query"`
+	Expected [][]string `json:"expected_groups"`
+	// Modes holds every mode run, missed or not, so they can be compared.
+	Modes map[string]ModeMiss `json:"modes"`
+}
+
+// ModeMiss is what one mode returned for a missed query.
+type ModeMiss struct {
+	// Missed are the needs with no member in Returned.
+	Missed [][]string `json:"missed"`
+	// Found is the 1-based rank at which each need was met, 0 if not.
+	Found []int `json:"found"`
+	// Returned is the top K, best first.
+	Returned []string `json:"returned"`
+}
+
+// Subset returns the named subset, or nil.
+func (r *Report) Subset(name string) *Subset {
+	for i := range r.Subsets {
+		if r.Subsets[i].Name == name {
+			return &r.Subsets[i]
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// WriteMisses writes one JSON object a line per missed query.
+func WriteMisses(w io.Writer, misses []Miss) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for i := range misses {
+		if err := enc.Encode(&misses[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes the report as Markdown: a heading, the metrics table
+// (every query; with split, one block of rows per subset), the single-need
+// recall@5 line when the dataset mixes single- and multi-need queries and
+// split is off, and the token savings.
+func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s: %d tools, %d queries\n\n", r.Dataset, r.Tools, r.Queries)
+	fusion := r.Fusion
+	if r.Alpha != nil {
+		fusion += fmt.Sprintf(" (alpha %.2f)", *r.Alpha)
+	}
+	fmt.Fprintf(&b, "%s; tenant %s; fusion %s; misses judged at top %d.\n\n", r.Backend, r.Tenant, fusion, r.TopK)
+	if len(r.Subsets) > 0 {
+		b.WriteString("| queries | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, s := range r.Subsets {
+			if !split && s.Name != "all" {
+				continue
+			}
+			for _, m := range s.Modes {
+				fmt.Fprintf(&b, "| %s (%d) | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
+					s.Name, s.Queries, m.Mode, m.Recall1, m.Recall3, m.Recall5, m.Recall10, m.MRR, m.NDCG10, m.MeanLatencyMS)
+			}
+		}
+		if single := r.Subset("single"); single != nil && !split {
+			parts := make([]string, len(single.Modes))
+			for i, m := range single.Modes {
+				parts[i] = fmt.Sprintf("%s %.3f", m.Mode, m.Recall5)
+			}
+			fmt.Fprintf(&b, "\nSingle-need queries (%d): recall@5 %s (all subsets: --split).\n", single.Queries, strings.Join(parts, ", "))
+		}
+	} else {
+		b.WriteString("No labelled queries: retrieval quality not measured.\n")
+	}
+	b.WriteString("\n")
+	if t := r.Tokens; t != nil {
+		fmt.Fprintf(&b, "Token savings (%s, %d tools, %d with input schemas): the whole catalogue shipped up front is %d tokens (%.0f a tool; the service's bytes/4 estimate says %d).\n\n",
+			t.Encoding, t.Tools, t.ToolsWithSchema, t.CatalogTokens, t.MeanToolTokens, t.ApproxCatalogTokens)
+		b.WriteString("| shortlist | tokens | whole catalogue | saved | smaller by | from |\n|---|---:|---:|---:|---:|---|\n")
+		for _, s := range t.Shortlists {
+			fmt.Fprintf(&b, "| top %d | %.0f | %d | %.1f%% | %.0f× | %s |\n", s.K, s.Tokens, t.CatalogTokens, 100*s.Saved, s.Factor, s.Source)
+		}
+		b.WriteString("\n")
+	} else if r.TokensNote != "" {
+		fmt.Fprintf(&b, "Token savings: %s.\n\n", r.TokensNote)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "Note: %s.\n", n)
+	}
+	fmt.Fprintf(&b, "Time: %.1f s (register %.1f s, %d×%d discoveries %.1f s, tokens %.1f s).\n",
+		r.Timing.TotalSeconds, r.Timing.RegisterSeconds, r.Queries, len(r.Modes), r.Timing.QuerySeconds, r.Timing.TokenSeconds)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
