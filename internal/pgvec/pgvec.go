@@ -1,0 +1,79 @@
+// Package pgvec adapts the PostgreSQL store's pgvector search to the
+// retriever's VectorIndex, so that in PostgreSQL mode the semantic leg runs
+// in the database (HNSW, filtered in SQL with iterative index scans) rather
+// than over an in-memory copy of every vector.
+package pgvec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/cards/postgres"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// DefaultTimeout bounds one search: past it the database counts as
+// unavailable and discovery answers from the lexical leg (degraded) rather
+// than hang.
+const DefaultTimeout = 2 * time.Second
+
+// Index is a retriever.VectorIndex over a postgres.Store's card_embeddings.
+type Index struct {
+	store   *postgres.Store
+	model   string
+	dim     int
+	timeout time.Duration
+}
+
+var _ retriever.VectorIndex = (*Index)(nil)
+
+// New returns an index over the vectors of one embedder model.
+func New(store *postgres.Store, model string, dim int) *Index {
+	return &Index{store: store, model: model, dim: dim, timeout: DefaultTimeout}
+}
+
+// WithTimeout sets the per-search timeout (0 keeps the default).
+func (x *Index) WithTimeout(d time.Duration) *Index {
+	if d > 0 {
+		x.timeout = d
+	}
+	return x
+}
+
+// Upsert does nothing: the retriever stores every card vector with
+// PutEmbeddings before it calls Upsert, and searches read them from there.
+func (x *Index) Upsert(context.Context, string, string, []float32) error { return nil }
+
+// Delete does nothing: a deleted card's vectors go with it in the store.
+func (x *Index) Delete(context.Context, string) {}
+
+// Search implements retriever.VectorIndex: the filter's tenant and candidate
+// IDs become SQL conditions of the nearest-neighbour query.
+func (x *Index) Search(ctx context.Context, query []float32, f retriever.Filter, k int) ([]retriever.Hit, error) {
+	q := postgres.VectorQuery{Model: x.model, Dim: x.dim, Tenant: f.Tenant, Vector: query, K: k}
+	if f.IDs != nil {
+		q.Keys = make([]cards.Key, 0, len(f.IDs))
+		for _, id := range f.IDs {
+			if key, ok := retriever.ParseDocID(id); ok && key.Tenant == f.Tenant {
+				q.Keys = append(q.Keys, key)
+			}
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, x.timeout)
+	defer cancel()
+	hits, err := x.store.SearchVectors(sctx, q)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: vector search took longer than %s: %v", cards.ErrUnavailable, x.timeout, err)
+		}
+		return nil, err
+	}
+	out := make([]retriever.Hit, len(hits))
+	for i, h := range hits {
+		out[i] = retriever.Hit{ID: retriever.DocID(h.Key), Score: h.Similarity}
+	}
+	return out, nil
+}
