@@ -23,7 +23,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd())
+	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
 	return root
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/server"
@@ -28,9 +27,10 @@ func serveCmd() *cobra.Command {
 		grace, syncEvery                               time.Duration
 	)
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
+	var sf storeFlags    // --store, --database-url, --database-schema
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the gRPC service on the embedded store (no external service needed)",
+		Short: "Run the gRPC service: embedded store by default (no external service), or PostgreSQL (--store postgres)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(logLevel)
@@ -52,7 +52,7 @@ func serveCmd() *cobra.Command {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
-			store, err := embedded.Open(dataDir)
+			store, err := sf.open(dataDir, log)
 			if err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ret, err := retriever.New(ctx, store, emb, log)
+			ret, err := retriever.New(ctx, store, emb, log, sf.retrieverOptions(emb)...)
 			if err != nil {
 				return err
 			}
@@ -93,10 +93,11 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token})
+			sf.beforeServe(gs, hs) // postgres: NOT_SERVING until the schema is current
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
-			go syncLoop(ctx, ret, syncEvery, log)
-			log.Info("cardex serving", "addr", lis.Addr().String(), "store", "embedded", "data_dir", dataDir,
+			sf.start(ctx, ret, emb, gs, hs, syncEvery, log)
+			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
 				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
 
 			select {
@@ -129,6 +130,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	ef.register(cmd)
+	sf.register(cmd)
 	return cmd
 }
 

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/seed0cff8200/cardex/internal/pgtest"
+)
+
+// TestPostgresServe: `cardex serve --store postgres` on a database whose
+// schema is not migrated listens but reports NOT_SERVING; `cardex migrate
+// up` makes it SERVING without a restart; then the tour works on it.
+func TestPostgresServe(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.NewSchemaName()
+	pgtest.Open(t, pgtest.Options{URL: url, Schema: schema, NoMigrate: true}) // dropped at the end
+	bin := buildBinary(t)
+	db := []string{"--database-url", url, "--database-schema", schema}
+
+	if out, code := run(t, bin, "", append([]string{"migrate", "status"}, db...)...); code != 3 || !strings.Contains(out, "pending") {
+		t.Errorf("migrate status on an empty schema: exit %d\n%s", code, out)
+	}
+
+	cmd := exec.Command(bin, append([]string{"serve", "--store", "postgres", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, db...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("serve did not stop within 15s of SIGTERM")
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start within 30s")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "cardex.v1.DiscoveryService"})
+		if err != nil {
+			t.Fatalf("health: %v", err)
+		}
+		return res.GetStatus()
+	}
+	if st := health(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health before migrate = %s, want NOT_SERVING", st)
+	}
+	if _, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/"); code == 0 {
+		t.Error("cards apply before migrate succeeded")
+	}
+
+	out, code := run(t, bin, "", append([]string{"migrate", "up"}, db...)...)
+	if code != 0 || !strings.Contains(out, "applied 2 migration(s)") {
+		t.Fatalf("migrate up: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, bin, "", append([]string{"migrate", "up"}, db...)...); code != 0 || !strings.Contains(out, "nothing to apply") {
+		t.Errorf("second migrate up: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, bin, "", append([]string{"migrate", "status"}, db...)...); code != 0 || strings.Contains(out, "pending") {
+		t.Errorf("migrate status after up: exit %d\n%s", code, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for health() != healthpb.HealthCheckResponse_SERVING {
+		if time.Now().After(deadline) {
+			t.Fatal("not SERVING within 15s of migrate up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if out, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/"); code != 0 || !strings.Contains(out, "58 created") {
+		t.Fatalf("cards apply: exit %d\n%s", code, out)
+	}
+	out, code = run(t, bin, addr, "discover", "customer wants their money back for order 1234",
+		"--tenant", "acme", "--scopes", "support:read,support:write,orders:read,billing:read")
+	if code != 0 || !strings.Contains(out, "billing/request_refund_approval") || !strings.Contains(out, "semantic #1") ||
+		!strings.Contains(out, "of 18 authorized tools") {
+		t.Errorf("discover: exit %d\n%s", code, out)
+	}
+}
