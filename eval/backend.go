@@ -23,6 +23,9 @@ type Search struct {
 	Alpha  float64 // with AlphaSet, the semantic weight of relative fusion
 	// AlphaSet says Alpha was given.
 	AlphaSet bool
+	// NoReformulate keeps low-confidence queries as they are (in-process
+	// only; the API has no such switch).
+	NoReformulate bool
 }
 
 // Backend is where an evaluation registers its cards and runs its queries.
@@ -110,6 +113,8 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([][2]string, error)
 		Fusion:   s.Fusion,
 		Alpha:    s.Alpha,
 		AlphaSet: s.AlphaSet,
+		// The pipeline reformulates low-confidence queries unless told not to.
+		NoReformulate: s.NoReformulate,
 	})
 	if err != nil {
 		return nil, err

@@ -61,7 +61,8 @@ func NewCatalog(d *Dataset, tenant string) (*Catalog, error) {
 			if err := cards.Normalize(&card); err != nil {
 				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 			}
-			c.SchemasDropped = append(c.SchemasDropped, t.Name+": "+fe.Error())
+			reason, _, _ := strings.Cut(fe.Error(), "\n") // the first line; the rest is the validator's trace
+			c.SchemasDropped = append(c.SchemasDropped, t.Name+": "+reason)
 		}
 		k := [2]string{card.Server, card.Name}
 		if prev, dup := c.labels[k]; dup {

@@ -18,7 +18,9 @@ type Report struct {
 	TopK    int      `json:"top_k"`
 	Fusion  string   `json:"fusion"`
 	Alpha   *float64 `json:"alpha,omitempty"`
-	Modes   []string `json:"modes"`
+	// NoReformulate: low-confidence queries were not reformulated.
+	NoReformulate bool     `json:"no_reformulate,omitempty"`
+	Modes         []string `json:"modes"`
 	// Subsets: "all", and "single" / "multi" (one need / several) when the
 	// dataset has both kinds.
 	Subsets        []Subset     `json:"subsets"`
@@ -114,6 +116,9 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 	fusion := r.Fusion
 	if r.Alpha != nil {
 		fusion += fmt.Sprintf(" (alpha %.2f)", *r.Alpha)
+	}
+	if r.NoReformulate {
+		fusion += "; low-confidence reformulation off"
 	}
 	fmt.Fprintf(&b, "%s; tenant %s; fusion %s; misses judged at top %d.\n\n", r.Backend, r.Tenant, fusion, r.TopK)
 	if len(r.Subsets) > 0 {

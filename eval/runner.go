@@ -30,6 +30,9 @@ type Options struct {
 	Fusion   string
 	Alpha    float64
 	AlphaSet bool
+	// NoReformulate turns off the reformulation of low-confidence queries
+	// (on by default in the service), to measure what it does.
+	NoReformulate bool
 	// Tenant the cards are registered under; "" → "eval-" + dataset name.
 	Tenant string
 	// Tokenizer counts token savings; nil → no token report.
@@ -77,6 +80,7 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	rep := &Report{
 		Dataset: d.Name, Dir: d.Dir, Backend: b.Describe(), Tenant: tenant,
 		Tools: len(d.Tools), Queries: len(d.Queries), TopK: topK, Fusion: fusionName(o.Fusion),
+		NoReformulate: o.NoReformulate,
 	}
 	for _, m := range modes {
 		rep.Modes = append(rep.Modes, string(m))
@@ -147,7 +151,7 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 			for j := range jobs {
 				qi, mi := j/len(modes), j%len(modes)
 				s := Search{Tenant: tenant, Query: texts[qi], TopK: depth, Mode: modes[mi],
-					Fusion: o.Fusion, Alpha: o.Alpha, AlphaSet: o.AlphaSet}
+					Fusion: o.Fusion, Alpha: o.Alpha, AlphaSet: o.AlphaSet, NoReformulate: o.NoReformulate}
 				ts := time.Now()
 				keys, err := b.Discover(runCtx, s)
 				lat := time.Since(ts)

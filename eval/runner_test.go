@@ -213,9 +213,13 @@ func TestRunOptions(t *testing.T) {
 	// One mode, top 1, relative fusion, a named tenant; no schemas, so no
 	// token report.
 	rep, misses := runFixture(t, "testdata/plain", Options{TopK: 1, Modes: []retriever.Mode{retriever.ModeHybrid},
-		Fusion: retriever.FusionRelative, Alpha: 0.3, AlphaSet: true, Tenant: "t-plain", Tokenizer: byteTokenizer{}})
+		Fusion: retriever.FusionRelative, Alpha: 0.3, AlphaSet: true, Tenant: "t-plain", Tokenizer: byteTokenizer{}, NoReformulate: true})
 	if strings.Join(rep.Modes, ",") != "hybrid" || rep.TopK != 1 || rep.Tenant != "t-plain" || rep.Fusion != "relative" || rep.Alpha == nil || *rep.Alpha != 0.3 {
 		t.Errorf("report = %+v", rep)
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md, false); err != nil || !rep.NoReformulate || !strings.Contains(md.String(), "fusion relative (alpha 0.30); low-confidence reformulation off") {
+		t.Errorf("NoReformulate %v, Markdown:\n%s", rep.NoReformulate, md.String())
 	}
 	if rep.Tokens != nil || !strings.Contains(rep.TokensNote, "no tool of this dataset has an input schema") {
 		t.Errorf("tokens %+v, note %q", rep.Tokens, rep.TokensNote)

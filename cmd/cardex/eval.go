@@ -20,7 +20,8 @@ func evalCmd() *cobra.Command {
 		addr, token, out, misses, fusion, encoding, tenant string
 		topK, workers                                      int
 		alpha                                              float64
-		split                                              bool
+		split, noReformulate                               bool
+		ef                                                 embedderFlags
 		timeout                                            time.Duration
 	)
 	cmd := &cobra.Command{
@@ -35,7 +36,7 @@ is built in. Queries that miss a need in the top K are written to --misses (JSON
 whole report to --out (JSON). Progress goes to stderr.
 
 By default it runs in-process on a fresh embedded store in a temporary directory, with the
-default configuration of 'cardex serve'. With --addr it registers the cards in tenant
+default configuration of 'cardex serve' (the --embedder flags choose another embedder). With --addr it registers the cards in tenant
 eval-<dataset> of a running server (deleting that tenant's other cards) and asks
 DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline is measured.`,
 		Args: cobra.ExactArgs(1),
@@ -50,16 +51,28 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			}
 			var backend eval.Backend
 			if addr != "" {
+				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s is for in-process runs; with --addr the server's own configuration is measured", name)
+					}
+				}
 				r, err := evalremote.Dial(addr, token, timeout)
 				if err != nil {
 					return err
 				}
 				backend = r
 			} else {
-				backend = eval.NewInProcess(nil)
+				emb, err := ef.build(cmd.Context(), newLogger("warn"))
+				if err != nil {
+					return err
+				}
+				if c, ok := emb.(io.Closer); ok {
+					defer c.Close()
+				}
+				backend = eval.NewInProcess(emb)
 			}
 			defer backend.Close()
-			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers}
+			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers, NoReformulate: noReformulate}
 			if cmd.Flags().Changed("alpha") {
 				o.Alpha, o.AlphaSet = alpha, true
 			}
@@ -109,6 +122,8 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
+	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
+	ef.register(cmd)
 	return cmd
 }
 

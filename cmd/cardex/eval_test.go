@@ -49,6 +49,9 @@ func TestEvalCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(got, "server at "+addr) || !strings.Contains(got, "| all (5) | hybrid |") || strings.Contains(got, "| lexical |") {
 		t.Errorf("eval --addr (exit %d):\n%s", code, got)
 	}
+	if _, code := run(t, bin, addr, "eval", fixture, "--addr", addr, "--no-reformulate"); code == 0 {
+		t.Error("eval --addr accepted --no-reformulate, which only an in-process run can honour")
+	}
 	if _, code := run(t, bin, addr, "eval", filepath.Join(dir, "nope")); code == 0 {
 		t.Error("eval of a missing folder succeeded")
 	}
