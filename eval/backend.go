@@ -59,7 +59,7 @@ type InProcess struct {
 // options.
 func NewInProcess(emb embed.Embedder, opts ...retriever.Option) *InProcess {
 	if emb == nil {
-		emb = embed.NewHashed(embed.DefaultDim)
+		emb = embed.MustBuiltin()
 	}
 	return &InProcess{emb: emb, opts: opts}
 }

@@ -60,6 +60,7 @@ type Retriever struct {
 	seq      uint64
 
 	minCoverage, minCosine float64 // low-confidence thresholds
+	lexWeights             LexicalWeights
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -67,26 +68,27 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lex, err := NewLexicalIndex()
-	if err != nil {
-		return nil, err
-	}
 	r := &Retriever{
 		store:    store,
 		emb:      emb,
 		log:      log,
-		lex:      lex,
 		vec:      memoryIndex{NewMemoryVectors(emb.Dim())},
 		byID:     map[string]*entry{},
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
 
+		lexWeights:  DefaultLexicalWeights(),
 		minCoverage: DefaultMinCoverage,
 		minCosine:   DefaultMinCosine,
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	lex, err := NewLexicalIndexWithWeights(r.lexWeights)
+	if err != nil {
+		return nil, err
+	}
+	r.lex = lex
 	start := time.Now()
 	if err := r.Sync(ctx); err != nil {
 		lex.Close()

@@ -141,6 +141,12 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	if err != nil {
 		return Result{}, err
 	}
+	if res2.LowConfidence {
+		// The reformulation found nothing better: keep the ranking of
+		// what the caller asked (measured: answering with a still-weak
+		// reformulation lowers recall).
+		return res, nil
+	}
 	res2.LowConfidence, res2.Reformulated = true, q2
 	return res2, nil
 }

@@ -45,3 +45,6 @@ type Option func(*Retriever)
 
 // WithVectors replaces the in-memory vector index.
 func WithVectors(v VectorIndex) Option { return func(r *Retriever) { r.vec = v } }
+
+// WithLexicalWeights sets the lexical leg's field weights.
+func WithLexicalWeights(w LexicalWeights) Option { return func(r *Retriever) { r.lexWeights = w } }

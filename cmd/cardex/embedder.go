@@ -22,8 +22,8 @@ type embedderFlags struct {
 
 func (f *embedderFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.kind, "embedder", envOr("CARDEX_EMBEDDER", "hashed"),
-		"hashed (built in, no model server) or openai (an OpenAI-compatible /v1/embeddings server: OpenAI, Ollama, vLLM, text-embeddings-inference) (env CARDEX_EMBEDDER)")
+	fs.StringVar(&f.kind, "embedder", envOr("CARDEX_EMBEDDER", "builtin"),
+		"builtin (hashed features + built-in word vectors; no model server), hashed (hashed features only), or openai (an OpenAI-compatible /v1/embeddings server: OpenAI, Ollama, vLLM, text-embeddings-inference) (env CARDEX_EMBEDDER)")
 	fs.StringVar(&f.url, "embed-url", os.Getenv("CARDEX_EMBED_URL"),
 		"openai: base URL of the embeddings server, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1 (env CARDEX_EMBED_URL); the API key is read from CARDEX_EMBED_API_KEY")
 	fs.StringVar(&f.model, "embed-model", os.Getenv("CARDEX_EMBED_MODEL"),
@@ -40,7 +40,12 @@ func (f *embedderFlags) register(cmd *cobra.Command) {
 // model or key fails here, before anything else starts.
 func (f *embedderFlags) build(ctx context.Context, log *slog.Logger) (embed.Embedder, error) {
 	switch f.kind {
-	case "hashed", "":
+	case "builtin", "":
+		if f.url != "" || f.model != "" || f.dim != 0 {
+			return nil, fmt.Errorf("--embed-url, --embed-model and --embed-dim are not for the builtin embedder")
+		}
+		return embed.Builtin()
+	case "hashed":
 		if f.url != "" || f.model != "" {
 			return nil, fmt.Errorf("--embed-url and --embed-model are for --embedder openai (the embedder is %q)", f.kind)
 		}
@@ -73,6 +78,6 @@ func (f *embedderFlags) build(ctx context.Context, log *slog.Logger) (embed.Embe
 		log.Info("embedder", "model", o.Model(), "dim", o.Dim(), "endpoint", o.Endpoint(), "api_key", key != "")
 		return o, nil
 	default:
-		return nil, fmt.Errorf("--embedder %q: want hashed or openai", f.kind)
+		return nil, fmt.Errorf("--embedder %q: want builtin, hashed or openai", f.kind)
 	}
 }

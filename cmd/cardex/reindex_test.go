@@ -196,7 +196,7 @@ func TestReindexOpenAI(t *testing.T) {
 
 func TestReindexHashedAndErrors(t *testing.T) {
 	dir, all := seedStore(t, 10)
-	out, errOut, err := runCLI(t, "reindex", "--data-dir", dir)
+	out, errOut, err := runCLI(t, "reindex", "--data-dir", dir, "--embedder", "hashed")
 	if err != nil {
 		t.Fatalf("reindex: %v\n%s", err, errOut)
 	}
@@ -225,8 +225,9 @@ func TestReindexHashedAndErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--embedder", "openai", "--embed-model", "m"}, "needs --embed-url and --embed-model"},
-		{[]string{"--embedder", "word2vec"}, `--embedder "word2vec": want hashed or openai`},
-		{[]string{"--embed-url", srv.URL}, "are for --embedder openai"},
+		{[]string{"--embedder", "word2vec"}, `--embedder "word2vec": want builtin, hashed or openai`},
+		{[]string{"--embed-url", srv.URL}, "are not for the builtin embedder"},
+		{[]string{"--embedder", "hashed", "--embed-url", srv.URL}, "are for --embedder openai"},
 		{[]string{"--embedder", "openai", "--embed-url", srv.URL + "/nope/embeddings", "--embed-model", "m"}, "404 Not Found: no such route"},
 	} {
 		_, _, err := runCLI(t, append([]string{"reindex", "--data-dir", dir}, tc.args...)...)
