@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/evalremote"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -20,7 +21,7 @@ func evalCmd() *cobra.Command {
 		addr, token, out, misses, fusion, encoding, tenant string
 		topK, workers                                      int
 		alpha                                              float64
-		split, noReformulate                               bool
+		split, noReformulate, warm                         bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
 	)
@@ -49,6 +50,14 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			if err != nil {
 				return err
 			}
+			if warm {
+				if addr != "" {
+					return fmt.Errorf("--warm runs in-process (it replays outcomes into a fresh store); drop --addr")
+				}
+				if len(d.Queries) < 2 {
+					return fmt.Errorf("--warm needs labelled queries to split into training and test halves")
+				}
+			}
 			var backend eval.Backend
 			if addr != "" {
 				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim"} {
@@ -70,6 +79,10 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 					defer c.Close()
 				}
 				backend = eval.NewInProcess(emb)
+				if warm {
+					return runWarm(cmd, d, emb, eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
+						Alpha: alpha, AlphaSet: cmd.Flags().Changed("alpha")}, split)
+				}
 			}
 			defer backend.Close()
 			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers, NoReformulate: noReformulate}
@@ -122,6 +135,7 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
+	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
 	ef.register(cmd)
 	return cmd
@@ -202,4 +216,37 @@ func (p *evalProgress) finish() {
 	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// runWarm measures the test half of the queries twice: cold (no outcomes)
+// and warm (the training half's outcomes replayed as learned phrasings).
+func runWarm(cmd *cobra.Command, d *eval.Dataset, emb embed.Embedder, o eval.Options, split bool) error {
+	train, test := eval.SplitQueries(d.Queries)
+	td := *d
+	td.Queries = test
+	fmt.Fprintf(os.Stderr, "eval %s --warm: %d training queries replayed, %d test queries measured\n", d.Name, len(train), len(test))
+	for _, phase := range []string{"cold", "warm"} {
+		b := eval.NewInProcess(emb)
+		var backend eval.Backend = b
+		var w *eval.Warm
+		if phase == "warm" {
+			w = eval.NewWarm(b, train)
+			backend = w
+		}
+		rep, _, err := eval.Run(cmd.Context(), &td, backend, o)
+		backend.Close()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("### %s: %d test queries", phase, len(test))
+		if w != nil {
+			fmt.Printf(", after replaying the outcomes of %d other queries (%d learned phrasings)", len(train), w.Learned)
+		}
+		fmt.Print("\n\n")
+		if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
+			return err
+		}
+		fmt.Println()
+	}
+	return nil
 }
