@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,12 +14,14 @@ import (
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/evalremote"
+	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
 func evalCmd() *cobra.Command {
 	var (
 		addr, token, out, misses, fusion, encoding, tenant string
+		fromLog                                            string
 		topK, workers                                      int
 		alpha                                              float64
 		split, noReformulate, warm                         bool
@@ -26,7 +29,7 @@ func evalCmd() *cobra.Command {
 		timeout                                            time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "eval DIR",
+		Use:   "eval DIR | --from-log FEEDBACK.jsonl",
 		Short: "Measure recall@K, MRR, nDCG@10 and token savings on a labelled dataset (tools.jsonl, queries.jsonl)",
 		Long: `Loads a dataset folder (tools.jsonl and, optionally, queries.jsonl with expected_groups),
 registers the tools as cards of one tenant, runs every query in the lexical-only, semantic-only
@@ -40,8 +43,16 @@ By default it runs in-process on a fresh embedded store in a temporary directory
 default configuration of 'cardex serve' (the --embedder flags choose another embedder). With --addr it registers the cards in tenant
 eval-<dataset> of a running server (deleting that tenant's other cards) and asks
 DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline is measured.`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if fromLog != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if fromLog != "" {
+				return reviewFromLog(fromLog, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			d, err := eval.Load(args[0])
 			if err != nil {
 				return err
@@ -135,6 +146,7 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
+	f.StringVar(&fromLog, "from-log", "", "instead of evaluating: turn the misses recorded in a feedback log (DATA_DIR/feedback.jsonl) into queries.jsonl rows on stdout, for a person to review")
 	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
 	ef.register(cmd)
@@ -248,5 +260,27 @@ func runWarm(cmd *cobra.Command, d *eval.Dataset, emb embed.Embedder, o eval.Opt
 		}
 		fmt.Println()
 	}
+	return nil
+}
+
+// reviewFromLog writes recorded misses as queries.jsonl rows to stdout.
+func reviewFromLog(path string, stdout, stderr io.Writer) error {
+	events, err := feedback.ReadEvents(path)
+	if err != nil {
+		return err
+	}
+	rows, skipped := feedback.ReviewQueries(events)
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "%d events, %d queries to review", len(events), len(rows))
+	if skipped > 0 {
+		fmt.Fprintf(stderr, ", %d misses skipped (their queries were logged hashed or not at all)", skipped)
+	}
+	fmt.Fprintln(stderr, "; rows without expected tools need a reviewer to name them")
 	return nil
 }
