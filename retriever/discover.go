@@ -1,6 +1,7 @@
 package retriever
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,11 @@ const (
 	DefaultAlpha   = 0.5
 	FusionRRF      = "rrf"
 	FusionRelative = "relative"
+	// DefaultFusion is relative-score fusion: with the built-in embedder it
+	// beat reciprocal rank fusion on every dataset of ../shared/eval
+	// (docs/EVAL.md), because RRF gives a weak leg's rank the same weight
+	// as a strong one's.
+	DefaultFusion = FusionRelative
 	// LegDepth is how many hits each leg contributes to fusion, whatever
 	// top_k is: fused ranks depend on the depth, so a fixed depth makes every
 	// shortlist a prefix of one ranking (top_k 3 is the head of top_k 50).
@@ -31,7 +37,7 @@ type Request struct {
 	Caller     Caller
 	Query      string
 	TopK       int     // 0 → DefaultTopK
-	Fusion     string  // "" or "rrf" → RRF (k = 60); "relative" → relative score
+	Fusion     string  // "" → DefaultFusion; "relative" → relative score with Alpha; "rrf" → RRF (k = 60)
 	Alpha      float64 // semantic weight for relative fusion, 0..1
 	AlphaSet   bool    // Alpha was given (otherwise DefaultAlpha)
 	AlwaysLoad []cards.Key
@@ -202,7 +208,7 @@ func (r *Retriever) rank(ctx context.Context, req Request, query string, topK in
 	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
 	lex, sem, single := req.Mode.singleLeg(lex, sem)
 	var fused []Fused
-	if req.Fusion == FusionRelative && !single {
+	if cmp.Or(req.Fusion, DefaultFusion) == FusionRelative && !single {
 		fused = FuseRelative(lex, sem, alpha)
 	} else {
 		fused = FuseRRF(lex, sem, DefaultRRFK)

@@ -349,7 +349,7 @@ func TestTieBreakByServerThenName(t *testing.T) {
 	// first server first, and no semantic order can overturn it.
 	r2 := newRetriever(t, newStore(t, identicalOn("create_ticket", "zeta", "delta")...), nil)
 	for range 5 {
-		res := discover(t, r2, retriever.Request{Caller: admin, Query: "create a ticket", TopK: 2})
+		res := discover(t, r2, retriever.Request{Caller: admin, Query: "create a ticket", TopK: 2, Fusion: retriever.FusionRRF})
 		if got := names(res); !slices.Equal(got, []string{"delta/create_ticket", "zeta/create_ticket"}) {
 			t.Fatalf("RRF tie: %v", got)
 		}
@@ -1298,20 +1298,22 @@ func TestFusionModes(t *testing.T) {
 		return out
 	}
 
-	// RRF (default and explicit) over all candidates equals FuseRRF of its legs.
+	// The default is relative fusion with the default alpha.
 	def := discover(t, r, retriever.Request{Caller: admin, Query: q, TopK: retriever.MaxTopK})
-	rrf := discover(t, r, retriever.Request{Caller: admin, Query: q, TopK: retriever.MaxTopK, Fusion: retriever.FusionRRF})
-	if !reflect.DeepEqual(def, rrf) {
-		t.Errorf("default fusion differs from explicit rrf")
+	rel := discover(t, r, retriever.Request{Caller: admin, Query: q, TopK: retriever.MaxTopK, Fusion: retriever.FusionRelative})
+	if retriever.DefaultFusion != retriever.FusionRelative || !reflect.DeepEqual(def, rel) {
+		t.Errorf("default fusion differs from explicit relative")
 	}
-	lex, sem := legsOf(def)
+	// RRF over all candidates equals FuseRRF of its legs.
+	rrf := discover(t, r, retriever.Request{Caller: admin, Query: q, TopK: retriever.MaxTopK, Fusion: retriever.FusionRRF})
+	lex, sem := legsOf(rrf)
 	if len(lex) == 0 || len(sem) == 0 {
 		t.Fatalf("legs: %d lexical, %d semantic hits", len(lex), len(sem))
 	}
-	if want := ids(retriever.FuseRRF(lex, sem, retriever.DefaultRRFK)); !slices.Equal(shortIDs(def), want) {
-		t.Errorf("rrf order %v, want %v", shortIDs(def), want)
+	if want := ids(retriever.FuseRRF(lex, sem, retriever.DefaultRRFK)); !slices.Equal(shortIDs(rrf), want) {
+		t.Errorf("rrf order %v, want %v", shortIDs(rrf), want)
 	}
-	for _, s := range def.Tools {
+	for _, s := range rrf.Tools {
 		var want float64
 		if s.Scores.LexicalRank > 0 {
 			want += 1 / float64(60+s.Scores.LexicalRank)

@@ -66,7 +66,7 @@ func discoverCmd() *cobra.Command {
 	who.register(cmd)
 	f := cmd.Flags()
 	f.IntVar(&topK, "top-k", 0, "shortlist size (default 5, at most 50)")
-	f.StringVar(&fusion, "fusion", "", "rrf (default) or relative")
+	f.StringVar(&fusion, "fusion", "", "relative (default; relative-score fusion with --alpha) or rrf (reciprocal rank fusion, k = 60)")
 	f.Float64Var(&alpha, "alpha", 0.5, "semantic weight for --fusion relative (0..1)")
 	f.StringSliceVar(&pins, "pin", nil, "SERVER/NAME to always load (repeatable, at most 5)")
 	return cmd

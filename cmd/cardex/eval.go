@@ -142,7 +142,7 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.StringVar(&out, "out", "eval-{dataset}.json", "JSON report file ({dataset} is replaced; empty: none)")
 	f.StringVar(&misses, "misses", "eval-{dataset}-misses.jsonl", "missed queries, JSON Lines ({dataset} is replaced; empty: none)")
 	f.BoolVar(&split, "split", false, "table rows per subset: all, single-need and multi-need queries")
-	f.StringVar(&fusion, "fusion", "", "rrf (default) or relative")
+	f.StringVar(&fusion, "fusion", "", "relative (default; relative-score fusion with --alpha) or rrf (reciprocal rank fusion, k = 60)")
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")

@@ -33,7 +33,7 @@ func TestRemoteMatchesInProcess(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ret, err := retriever.New(ctx, store, embed.NewHashed(embed.DefaultDim), nil)
+	ret, err := retriever.New(ctx, store, embed.MustBuiltin(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,8 @@ type DiscoverToolsRequest struct {
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// Default 5, at most 50.
 	TopK int32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
-	// "rrf" (default, k = 60) or "relative" (relative-score fusion with alpha).
+	// "relative" (default: relative-score fusion with alpha) or "rrf"
+	// (reciprocal rank fusion, k = 60).
 	Fusion string `protobuf:"bytes,4,opt,name=fusion,proto3" json:"fusion,omitempty"`
 	// Weight of the semantic leg in relative fusion, 0..1 (default 0.5).
 	Alpha *float64 `protobuf:"fixed64,5,opt,name=alpha,proto3,oneof" json:"alpha,omitempty"`
