@@ -5,6 +5,11 @@
 #   CARDEX_TEST_DATABASE_URL  PostgreSQL with pgvector: PGlite (npm, pinned by
 #                             package-lock.json) on a free loopback port,
 #                             simple protocol (its connections share one session)
+#   CARDEX_TEST_BULK_DATABASE_URL
+#                             a second PGlite for the 10,000-card tests, whose
+#                             bulk loads and index builds would otherwise stall
+#                             the timing-sensitive tests (PGlite runs one
+#                             statement at a time)
 #   CARDEX_TEST_NATIVE_PG_URL native PostgreSQL 15 (initdb + pg_ctl in a temp
 #                             dir) for real sessions and LISTEN/NOTIFY
 #
@@ -14,6 +19,7 @@
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 TESTDB_DIR=""
 PGLITE_PID=""
+PGLITE_BULK_PID=""
 NATIVE_PG_DATA=""
 
 testdb_free_port() {
@@ -31,30 +37,48 @@ testdb_start_pglite() {
 		npm ci --no-audit --no-fund --loglevel=error >&2
 		cp package-lock.json node_modules/.cardex-package-lock.json
 	fi
-	local port
-	port=$(testdb_free_port)
-	node node_modules/@electric-sql/pglite-socket/dist/scripts/server.js \
-		-h 127.0.0.1 -p "$port" -e @electric-sql/pglite-pgvector:vector -m 64 \
-		>"$TESTDB_DIR/pglite.log" 2>&1 &
+	PGLITE_PORT=$(testdb_free_port)
+	testdb_pglite_server "$PGLITE_PORT" pglite
 	PGLITE_PID=$!
-	PGLITE_PORT=$port
+	if [ -z "${CARDEX_TEST_BULK_DATABASE_URL:-}" ]; then
+		PGLITE_BULK_PORT=$(testdb_free_port)
+		testdb_pglite_server "$PGLITE_BULK_PORT" pglite-bulk
+		PGLITE_BULK_PID=$!
+	fi
+}
+
+testdb_pglite_server() {
+	node node_modules/@electric-sql/pglite-socket/dist/scripts/server.js \
+		-h 127.0.0.1 -p "$1" -e @electric-sql/pglite-pgvector:vector -m 64 \
+		>"$TESTDB_DIR/$2.log" 2>&1 &
+}
+
+# testdb_wait_for NAME PID PORT: waits until that PGlite listens.
+testdb_wait_for() {
+	local i
+	for i in $(seq 1 1200); do
+		if grep -q "listening" "$TESTDB_DIR/$1.log" 2>/dev/null; then
+			echo "scripts/test: $1 (PostgreSQL + pgvector) on 127.0.0.1:$3 after $((i / 10)).$((i % 10))s" >&2
+			return
+		fi
+		if ! kill -0 "$2" 2>/dev/null; then break; fi
+		sleep 0.1
+	done
+	echo "scripts/test: $1 did not start:" >&2
+	cat "$TESTDB_DIR/$1.log" >&2
+	exit 1
 }
 
 testdb_wait_pglite() {
-	if [ -z "$PGLITE_PID" ]; then return; fi
-	local i
-	for i in $(seq 1 600); do
-		if grep -q "listening" "$TESTDB_DIR/pglite.log" 2>/dev/null; then
-			export CARDEX_TEST_DATABASE_URL="postgres://postgres:postgres@127.0.0.1:$PGLITE_PORT/postgres?sslmode=disable&default_query_exec_mode=simple_protocol"
-			echo "scripts/test: PGlite (PostgreSQL + pgvector) on 127.0.0.1:$PGLITE_PORT after $((i / 10)).$((i % 10))s" >&2
-			return
-		fi
-		if ! kill -0 "$PGLITE_PID" 2>/dev/null; then break; fi
-		sleep 0.1
-	done
-	echo "scripts/test: PGlite did not start:" >&2
-	cat "$TESTDB_DIR/pglite.log" >&2
-	exit 1
+	local q="sslmode=disable&default_query_exec_mode=simple_protocol"
+	if [ -n "$PGLITE_PID" ]; then
+		testdb_wait_for pglite "$PGLITE_PID" "$PGLITE_PORT"
+		export CARDEX_TEST_DATABASE_URL="postgres://postgres:postgres@127.0.0.1:$PGLITE_PORT/postgres?$q"
+	fi
+	if [ -n "$PGLITE_BULK_PID" ]; then
+		testdb_wait_for pglite-bulk "$PGLITE_BULK_PID" "$PGLITE_BULK_PORT"
+		export CARDEX_TEST_BULK_DATABASE_URL="postgres://postgres:postgres@127.0.0.1:$PGLITE_BULK_PORT/postgres?$q"
+	fi
 }
 
 # as_pg runs a PostgreSQL server binary: initdb and postgres refuse to run
@@ -103,10 +127,11 @@ testdb_start() {
 }
 
 testdb_stop() {
-	if [ -n "$PGLITE_PID" ]; then
-		kill "$PGLITE_PID" 2>/dev/null || true
-		wait "$PGLITE_PID" 2>/dev/null || true
-	fi
+	local pid
+	for pid in $PGLITE_PID $PGLITE_BULK_PID; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	if [ -n "$NATIVE_PG_DATA" ] && [ -d "$NATIVE_PG_DATA/data" ]; then
 		as_pg "$PG_BIN/pg_ctl" -D "$NATIVE_PG_DATA/data" -m immediate -w stop >/dev/null 2>&1 || true
 	fi

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/seed0cff8200/cardex/migrations"
 )
@@ -55,12 +57,27 @@ func migrationFS(schema string) (fs.FS, error) {
 	return out, nil
 }
 
-func (s *Store) provider(log *slog.Logger) (*goose.Provider, error) {
+// migrationLockID is the advisory lock that serialises `cardex migrate up`
+// runs on one schema (two at once wait for each other, not fail).
+func migrationLockID(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("cardex migrate " + schema))
+	return int64(h.Sum64() >> 1)
+}
+
+func (s *Store) provider(log *slog.Logger, locked bool) (*goose.Provider, error) {
 	fsys, err := migrationFS(s.schema)
 	if err != nil {
 		return nil, err
 	}
 	opts := []goose.ProviderOption{goose.WithTableName(s.schema + "." + VersionTable)}
+	if locked {
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID(s.schema)), lock.WithLockTimeout(1, 600))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
 	if log != nil {
 		opts = append(opts, goose.WithSlog(log))
 	}
@@ -89,7 +106,7 @@ func (s *Store) MigrateTo(ctx context.Context, version int64) ([]int64, error) {
 			return nil, s.wrap(ctx, "migrate: create schema", err)
 		}
 	}
-	p, err := s.provider(s.log)
+	p, err := s.provider(s.log, true)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +130,7 @@ func (s *Store) MigrateTo(ctx context.Context, version int64) ([]int64, error) {
 // MigrationStatus lists every migration of this binary and whether the
 // database has it.
 func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) {
-	p, err := s.provider(nil)
+	p, err := s.provider(nil, false)
 	if err != nil {
 		return nil, err
 	}

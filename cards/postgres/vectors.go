@@ -95,19 +95,22 @@ func (s *Store) DropVectorIndex(ctx context.Context, model string, dim int) erro
 // out of order, so they are re-sorted outside the materialised CTE.
 func (s *Store) searchSQL(q VectorQuery, withKeys bool) string {
 	dist := fmt.Sprintf("e.embedding::vector(%d) <=> $1::vector(%d)", q.Dim, q.Dim)
-	keyFilter := ""
+	// The candidate keys are the caller's authorized active cards (as the
+	// replica sees them); without keys, the card's status is checked here.
+	filter := `JOIN {s}.cards c ON c.tenant = e.tenant AND c.server = e.server AND c.name = e.name
+	WHERE e.model = %s AND e.tenant = $2 AND c.status = 'active'`
 	if withKeys {
-		keyFilter = `AND (e.server, e.name) IN (SELECT * FROM unnest($3::text[], $4::text[]))`
+		filter = `WHERE e.model = %s AND e.tenant = $2
+		AND (e.server, e.name) IN (SELECT * FROM unnest($3::text[], $4::text[]))`
 	}
 	return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
 	SELECT e.server, e.name, %s AS distance
 	FROM {s}.card_embeddings e
-	JOIN {s}.cards c ON c.tenant = e.tenant AND c.server = e.server AND c.name = e.name
-	WHERE e.model = %s AND e.tenant = $2 AND c.status = 'active' %s
+	`+filter+`
 	ORDER BY %s
 	LIMIT %d
 )
-SELECT server, name, distance FROM r ORDER BY distance, server, name`, dist, quoteLiteral(q.Model), keyFilter, dist, q.K))
+SELECT server, name, distance FROM r ORDER BY distance, server, name`, dist, quoteLiteral(q.Model), dist, q.K))
 }
 
 // setLocal sets the search's planner settings for the transaction only.
@@ -131,7 +134,8 @@ func setLocal(ctx context.Context, tx pgx.Tx, q VectorQuery) error {
 }
 
 // SearchVectors returns the K cards most similar to q.Vector (cosine),
-// best first, among the tenant's active cards (and q.Keys when given),
+// best first, among q.Keys when given (the caller's candidates, taken as
+// they are), else among the tenant's active cards,
 // through the model's HNSW index with iterative scans.
 func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, error) {
 	if err := checkDim(q.Dim); err != nil {

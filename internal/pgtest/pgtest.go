@@ -23,6 +23,7 @@ import (
 // Environment variables naming the test databases.
 const (
 	EnvURL       = "CARDEX_TEST_DATABASE_URL"
+	EnvBulkURL   = "CARDEX_TEST_BULK_DATABASE_URL"
 	EnvNativeURL = "CARDEX_TEST_NATIVE_PG_URL"
 )
 
@@ -42,6 +43,17 @@ func lookup(t testing.TB, env, what string) string {
 // URL is the pgvector test database's URL (skip or fail without it).
 func URL(t testing.TB) string {
 	return lookup(t, EnvURL, "PostgreSQL with pgvector")
+}
+
+// BulkURL is the database for tests that load thousands of cards and build
+// HNSW indexes: a PGlite of their own under scripts/test (PGlite runs one
+// statement at a time, so a 25-second index build would stall every other
+// test), else the same as URL.
+func BulkURL(t testing.TB) string {
+	if u := os.Getenv(EnvBulkURL); u != "" {
+		return u
+	}
+	return URL(t)
 }
 
 // NativeURL is the native PostgreSQL's URL (skip or fail without it).

@@ -92,7 +92,7 @@ func TestFilteredRecall(t *testing.T) {
 		t.Skip("10,000 cards: not in -short")
 	}
 	ctx := context.Background()
-	store := pgtest.Open(t, pgtest.Options{})
+	store := pgtest.Open(t, pgtest.Options{URL: pgtest.BulkURL(t)})
 	emb := embed.NewHashed(embed.DefaultDim)
 	model, dim := emb.Model(), emb.Dim()
 

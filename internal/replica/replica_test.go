@@ -261,3 +261,58 @@ func TestListenNotify(t *testing.T) {
 	want, _ := writer.Seq(t.Context())
 	waitFor(t, time.Second, "deletion notified", func() bool { return ret.Seq() == want && ret.Len() == 2 })
 }
+
+// TestDatabaseStopped stops a real PostgreSQL (a private native server;
+// no pgvector, so vectors stay in memory and this is about the store and
+// the follower): writes fail with Unavailable while it is down, discovery
+// keeps answering, and after it starts again writes work and a write by
+// another replica reaches this one, without restarting anything.
+func TestDatabaseStopped(t *testing.T) {
+	db := pgtest.StartNative(t)
+	schema := pgtest.NewSchemaName()
+	mine := pgtest.Open(t, pgtest.Options{URL: db.URL, Schema: schema, MigrateTo: 1})
+	other := pgtest.Open(t, pgtest.Options{URL: db.URL, Schema: schema, NoMigrate: true, KeepSchema: true})
+	ret, err := retriever.New(t.Context(), pgtest.WithoutVectors(mine), embed.NewHashed(embed.DefaultDim), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ret.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&replica.Follower{Store: mine, View: ret, Poll: 100 * time.Millisecond}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	put := func(s *postgres.Store, name string) error {
+		_, err := s.Put(t.Context(), []cards.Card{{Tenant: "acme", Server: "ops", Name: name, Summary: "Restart a service " + name}})
+		return err
+	}
+	if err := put(mine, "before"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "own write in the view", func() bool { return ret.Len() == 1 })
+
+	db.Stop()
+	if err := put(mine, "during"); !errors.Is(err, cards.ErrUnavailable) {
+		t.Errorf("Put with the database stopped = %v, want ErrUnavailable", err)
+	}
+	if err := mine.Delete(t.Context(), cards.Key{Tenant: "acme", Server: "ops", Name: "before"}, 0); !errors.Is(err, cards.ErrUnavailable) {
+		t.Errorf("Delete with the database stopped = %v, want ErrUnavailable", err)
+	}
+	res, err := ret.Discover(t.Context(), retriever.Request{Caller: retriever.Caller{Tenant: "acme", Scopes: []string{"*"}}, Query: "restart a service"})
+	if err != nil || len(res.Tools) != 1 {
+		t.Errorf("Discover with the database stopped = %d tools, %v; want the card from memory", len(res.Tools), err)
+	}
+
+	db.Start()
+	d := waitFor(t, 10*time.Second, "writes work again", func() bool { return put(mine, "after") == nil })
+	t.Logf("writes work %s after the database started again", d.Round(time.Millisecond))
+	if err := put(other, "from_other"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the other replica's write reaches this one", func() bool { return ret.Len() == 3 })
+	if _, err := mine.Get(t.Context(), cards.Key{Tenant: "acme", Server: "ops", Name: "during"}); !errors.Is(err, cards.ErrNotFound) {
+		t.Errorf("the put that failed during the outage: %v, want ErrNotFound", err)
+	}
+}
