@@ -88,7 +88,7 @@ func (b *Blend) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 		}
 		clear(acc)
 		var known bool
-		words, known = b.wv.accumulate(t, acc, words)
+		words, known = b.wv.compose(t, acc, words)
 		if known {
 			n := 0.0
 			for _, x := range acc {

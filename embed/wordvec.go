@@ -28,7 +28,10 @@ type WordVectors struct {
 	vecs   []int8    // len(words)*dim, quantised
 	scale  []float32 // per word: 1/‖quantised vector‖
 	weight []float32 // per word: smooth inverse frequency a/(a+p(w))
-	id     string    // content hash, part of the model id
+	// common is the unit "common discourse" direction removed from every
+	// text vector (SIF's common-component removal), or nil.
+	common []float64
+	id     string // content hash, part of the model id
 }
 
 // Dim is the vector length.
@@ -124,6 +127,9 @@ func (wv *WordVectors) finish(words []string) {
 	}
 	h.Write(unsafeInt8Bytes(wv.vecs))
 	binary.Write(h, binary.LittleEndian, wv.weight)
+	for _, x := range wv.common {
+		binary.Write(h, binary.LittleEndian, float32(x))
+	}
 	wv.id = hex.EncodeToString(h.Sum(nil)[:6])
 }
 
@@ -140,6 +146,9 @@ func unsafeInt8Bytes(v []int8) []byte {
 // dim int8 components. Little endian.
 const wvMagic = "CXWV1\n"
 
+// wvCommon starts the optional trailer: the common component, dim float32.
+const wvCommon = "PC1\n"
+
 // WriteTo writes the vectors in the file format, gzip-compressed.
 func (wv *WordVectors) WriteTo(w io.Writer) (int64, error) {
 	words := make([]string, wv.Len())
@@ -155,6 +164,12 @@ func (wv *WordVectors) WriteTo(w io.Writer) (int64, error) {
 		buf.WriteString(word)
 		binary.Write(&buf, binary.LittleEndian, wv.weight[i])
 		buf.Write(unsafeInt8Bytes(wv.vecs[i*wv.dim : (i+1)*wv.dim]))
+	}
+	if wv.common != nil {
+		buf.WriteString(wvCommon)
+		for _, x := range wv.common {
+			binary.Write(&buf, binary.LittleEndian, float32(x))
+		}
 	}
 	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
 	if err != nil {
@@ -207,8 +222,71 @@ func ReadWordVectors(r io.Reader) (*WordVectors, error) {
 		}
 		p = p[2+l+4+dim:]
 	}
+	switch {
+	case len(p) == 0:
+	case bytes.HasPrefix(p, []byte(wvCommon)) && len(p) == len(wvCommon)+4*dim:
+		wv.common = make([]float64, dim)
+		for k := range dim {
+			wv.common[k] = float64(math.Float32frombits(binary.LittleEndian.Uint32(p[len(wvCommon)+4*k:])))
+		}
+	default:
+		return nil, errors.New("word vectors: unexpected data after the words")
+	}
 	wv.finish(words)
 	return wv, nil
+}
+
+// WithCommonComponent returns a copy that removes the given direction
+// (normalised here) from every text vector: the common component of
+// smooth-inverse-frequency sentence embeddings (Arora et al., 2017).
+func (wv *WordVectors) WithCommonComponent(pc []float64) (*WordVectors, error) {
+	if len(pc) != wv.dim {
+		return nil, fmt.Errorf("common component has %d dimensions, want %d", len(pc), wv.dim)
+	}
+	n := 0.0
+	for _, x := range pc {
+		n += x * x
+	}
+	if n == 0 {
+		return nil, errors.New("common component is zero")
+	}
+	out := *wv
+	out.common = make([]float64, wv.dim)
+	for k, x := range pc {
+		out.common[k] = float64(float32(x / math.Sqrt(n))) // as stored
+	}
+	words := make([]string, wv.Len())
+	for w, i := range wv.index {
+		words[i] = w
+	}
+	out.finish(words)
+	return &out, nil
+}
+
+// TextVector is the smooth-inverse-frequency weighted average direction of
+// a text's known words (not normalised), before any common-component
+// removal; nil when no word is known.
+func (wv *WordVectors) TextVector(text string) []float64 {
+	acc := make([]float64, wv.dim)
+	if _, known := wv.accumulate(text, acc, nil); !known {
+		return nil
+	}
+	return acc
+}
+
+// compose is TextVector into acc with the common component removed.
+func (wv *WordVectors) compose(text string, acc []float64, words []string) ([]string, bool) {
+	words, known := wv.accumulate(text, acc, words)
+	if known && wv.common != nil {
+		d := 0.0
+		for k, x := range acc {
+			d += x * wv.common[k]
+		}
+		for k := range acc {
+			acc[k] -= d * wv.common[k]
+		}
+	}
+	return words, known
 }
 
 // Similar returns the n vocabulary words closest to word (for inspection).

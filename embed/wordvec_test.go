@@ -119,3 +119,31 @@ func TestBlend(t *testing.T) {
 		t.Errorf("photo/pictures %.3f (hashed alone %.3f) vs photo/refund %.3f", dot(v1[0], v1[1]), dot(hv[0], hv[1]), dot(v1[0], v1[2]))
 	}
 }
+
+func TestCommonComponentRoundTrip(t *testing.T) {
+	wv, err := BuildWordVectors([]string{"aa", "bb"}, [][]float64{{1, 0}, {0.5, 0.5}}, []float64{0.5, 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wv.WithCommonComponent([]float64{0, 0}); err == nil {
+		t.Error("a zero common component was accepted")
+	}
+	pc, err := wv.WithCommonComponent([]float64{3, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.ID() == wv.ID() {
+		t.Error("the common component is not part of the id")
+	}
+	var buf bytes.Buffer
+	pc.WriteTo(&buf)
+	back, err := ReadWordVectors(&buf)
+	if err != nil || back.ID() != pc.ID() {
+		t.Fatalf("round trip: %v, id %s vs %s", err, back.ID(), pc.ID())
+	}
+	// "aa" lies on the common direction: nothing of it is left.
+	acc := make([]float64, 2)
+	if _, known := back.compose("aa", acc, nil); !known || math.Abs(acc[0]) > 1e-9 {
+		t.Errorf("compose(aa) = %v; the common direction was not removed", acc)
+	}
+}

@@ -178,6 +178,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// 5. The common component: the top principal direction of the
+	// documents' SIF text vectors, removed from every text vector.
+	pc := commonComponent(wv, flag.Args(), *dim)
+	if wv, err = wv.WithCommonComponent(pc); err != nil {
+		log.Fatal(err)
+	}
+	say("common component removed")
 	f, err := os.Create(*out)
 	if err != nil {
 		log.Fatal(err)
@@ -193,6 +200,61 @@ func main() {
 	for _, w := range []string{"picture", "weather", "refund", "bug", "song", "car", "job", "delete", "translate", "stock"} {
 		fmt.Fprintf(os.Stderr, "  %s: %v\n", w, wv.Similar(w, 8))
 	}
+}
+
+// commonComponent is the first (uncentred) principal direction of the SIF
+// text vectors of the corpus documents, by power iteration on their
+// second-moment matrix.
+func commonComponent(wv *embed.WordVectors, paths []string, dim int) []float64 {
+	m := make([]float64, dim*dim)
+	for _, p := range paths {
+		file, err := os.Open(p)
+		if err != nil {
+			log.Fatal(err)
+		}
+		sc := bufio.NewScanner(file)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			v := wv.TextVector(sc.Text())
+			if v == nil {
+				continue
+			}
+			n := 0.0
+			for _, x := range v {
+				n += x * x
+			}
+			n = math.Sqrt(n)
+			for i := range dim {
+				for j := range dim {
+					m[i*dim+j] += v[i] * v[j] / (n * n)
+				}
+			}
+		}
+		file.Close()
+	}
+	pc := make([]float64, dim)
+	for i := range pc {
+		pc[i] = 1
+	}
+	next := make([]float64, dim)
+	for range 100 {
+		for i := range dim {
+			s := 0.0
+			for j := range dim {
+				s += m[i*dim+j] * pc[j]
+			}
+			next[i] = s
+		}
+		n := 0.0
+		for _, x := range next {
+			n += x * x
+		}
+		n = math.Sqrt(n)
+		for i := range pc {
+			pc[i] = next[i] / n
+		}
+	}
+	return pc
 }
 
 // eachDoc feeds the analysed words of every line of every file to f.
