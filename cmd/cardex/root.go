@@ -25,6 +25,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
+	root.AddCommand(importCmd(), toolsCmd())
 	return root
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed0cff8200/cardex/internal/agents"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/server"
@@ -26,6 +27,7 @@ func serveCmd() *cobra.Command {
 		dataDir, listen, queryLog, logLevel, tokenFile string
 		grace, syncEvery                               time.Duration
 	)
+	var httpListen, agentTokens, upstreamsFile string
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	var sf storeFlags    // --store, --database-url, --database-schema
 	cmd := &cobra.Command{
@@ -88,14 +90,22 @@ func serveCmd() *cobra.Command {
 			}
 			defer fb.Close()
 
+			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: "dev", DataDir: dataDir, Key: key,
+				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen})
+			if err != nil {
+				return err
+			}
+			defer agentSurfaces.Close()
+
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
 			}
-			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token})
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution()})
 			sf.beforeServe(gs, hs) // postgres: NOT_SERVING until the schema is current
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
+			agentSurfaces.Serve()
 			sf.start(ctx, ret, emb, gs, hs, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
 				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
@@ -103,9 +113,16 @@ func serveCmd() *cobra.Command {
 			select {
 			case err := <-errc:
 				return err
+			case err := <-agentSurfaces.Err():
+				return err
 			case <-ctx.Done():
 			}
 			log.Info("shutting down", "grace", grace)
+			mcpCtx, mcpCancel := context.WithTimeout(context.Background(), grace)
+			if err := agentSurfaces.Shutdown(mcpCtx); err != nil {
+				log.Warn("grace period over for /mcp; closed open connections", "err", err)
+			}
+			mcpCancel()
 			hs.Shutdown()
 			done := make(chan struct{})
 			go func() { gs.GracefulStop(); close(done) }()
@@ -129,6 +146,9 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
+	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")
+	f.StringVar(&agentTokens, "agent-tokens", os.Getenv("CARDEX_AGENT_TOKENS"), "token file mapping agents' bearer tokens to tenant, subject and scopes, for /mcp and ExecutionService (env CARDEX_AGENT_TOKENS)")
+	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
 	ef.register(cmd)
 	sf.register(cmd)
 	return cmd

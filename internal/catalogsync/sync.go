@@ -77,7 +77,8 @@ type Options struct {
 	// Kind is the kind of card the import owns: only stored cards of this
 	// kind are revoked when they vanish.
 	Kind cards.Kind
-	// Scopes are the required scopes of new cards. Stored cards keep
+	// Scopes are added to the required scopes of new cards (to those the
+	// source itself names, such as OpenAPI OAuth scopes). Stored cards keep
 	// theirs (a platform team may have tightened them) unless
 	// OverrideScopes.
 	Scopes         []string
@@ -114,7 +115,7 @@ func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Pl
 		old, ok := byName[in.Name]
 		if !ok {
 			c := in.Clone()
-			c.RequiredScopes = slices.Clone(opt.Scopes)
+			c.RequiredScopes = append(slices.Clone(in.RequiredScopes), opt.Scopes...)
 			c.Status = cards.StatusActive
 			c.Version = 0
 			if err := cards.Normalize(&c); err != nil {
@@ -134,7 +135,7 @@ func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Pl
 			want.Aliases = in.Aliases
 		}
 		if opt.OverrideScopes {
-			want.RequiredScopes = slices.Clone(opt.Scopes)
+			want.RequiredScopes = append(slices.Clone(in.RequiredScopes), opt.Scopes...)
 		}
 		action := Update
 		switch old.Status {

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -147,8 +148,10 @@ func ambiguous(name string, servers []string) *Denial {
 // CallResult is a forwarded call's answer: the upstream's result as it is,
 // and the real tool it came from.
 type CallResult struct {
-	Result *mcp.CallToolResult
-	Tool   cards.Key
+	// ExecutionID names the call in the audit log.
+	ExecutionID string
+	Result      *mcp.CallToolResult
+	Tool        cards.Key
 }
 
 // Call authorizes the call exactly as AuthorizeCall does and, when allowed,
@@ -158,7 +161,7 @@ type CallResult struct {
 // via names the surface (mcp or grpc).
 func (g *Gateway) Call(ctx context.Context, c retriever.Caller, via, name, server string, args json.RawMessage) (CallResult, error) {
 	start := time.Now()
-	entry := upstream.AuditEntry{Via: via, Tenant: c.Tenant}
+	entry := upstream.AuditEntry{ID: uuid.NewString(), Via: via, Tenant: c.Tenant}
 	if cards.ValidName(name) {
 		entry.Tool = name
 	}
@@ -166,6 +169,7 @@ func (g *Gateway) Call(ctx context.Context, c retriever.Caller, via, name, serve
 		entry.Server = server
 	}
 	res, err := g.call(ctx, c, name, server, args, &entry)
+	res.ExecutionID = entry.ID
 	entry.Time = start.UTC()
 	entry.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	var d *Denial

@@ -38,6 +38,9 @@ type Config struct {
 	// CatalogToken, when set, is required as "authorization: Bearer TOKEN"
 	// metadata on every CatalogService call.
 	CatalogToken string
+	// Execution, when set, is registered as the ExecutionService (it
+	// authenticates its callers itself, by agent token).
+	Execution pb.ExecutionServiceServer
 }
 
 // New builds a gRPC server with DiscoveryService, CatalogService, health
@@ -57,6 +60,10 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	healthpb.RegisterHealthServer(gs, hs)
 	for _, name := range []string{"", pb.DiscoveryService_ServiceDesc.ServiceName, pb.CatalogService_ServiceDesc.ServiceName} {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	if cfg.Execution != nil {
+		pb.RegisterExecutionServiceServer(gs, cfg.Execution)
+		hs.SetServingStatus(pb.ExecutionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(gs)
 	return gs, hs

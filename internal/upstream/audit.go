@@ -25,6 +25,7 @@ const (
 // AuditEntry is one line of the audit log. It never holds the arguments or
 // the result.
 type AuditEntry struct {
+	ID          string    `json:"execution_id"`
 	Time        time.Time `json:"time"`
 	Via         string    `json:"via"` // mcp or grpc
 	Tenant      string    `json:"tenant"`

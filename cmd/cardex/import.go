@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/catalogsync"
+	"github.com/seed0cff8200/cardex/internal/mcpimport"
+	"github.com/seed0cff8200/cardex/internal/openapiimport"
+	"github.com/seed0cff8200/cardex/internal/upstream"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+)
+
+func importCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "import", Short: "Import cards from an MCP server's tools or an OpenAPI document"}
+	cmd.AddCommand(importMCPCmd(), importOpenAPICmd())
+	return cmd
+}
+
+// importFlags are shared by both importers.
+type importFlags struct {
+	cf                                 clientFlags
+	tenant, server, scopes             string
+	overrideScopes, reactivate, dryRun bool
+}
+
+func (f *importFlags) register(cmd *cobra.Command) {
+	f.cf.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant the cards belong to (env CARDEX_TENANT)")
+	fl.StringVar(&f.server, "server", "", "server namespace of the cards (required)")
+	fl.StringVar(&f.scopes, "scopes", "", "required scopes of new cards, comma-separated")
+	fl.BoolVar(&f.overrideScopes, "override-scopes", false, "set --scopes on existing cards too (by default they keep theirs)")
+	fl.BoolVar(&f.reactivate, "reactivate", false, "reactivate revoked cards whose tool is back (by default they stay revoked)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "show the changes without writing them")
+}
+
+func (f *importFlags) check() error {
+	if !cards.ValidName(f.tenant) {
+		return fmt.Errorf("--tenant is required ([A-Za-z0-9_.-]{1,128})")
+	}
+	if !cards.ValidName(f.server) {
+		return fmt.Errorf("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
+	}
+	if f.cf.output != "table" && f.cf.output != "json" {
+		return fmt.Errorf("--output %q: use table or json", f.cf.output)
+	}
+	return nil
+}
+
+func importMCPCmd() *cobra.Command {
+	var f importFlags
+	var headers, env []string
+	var command, upstreamsFile string
+	cmd := &cobra.Command{
+		Use:   "mcp [URL] --server NAME --tenant T [--header 'K: V'] | --command 'CMD ARGS' | --upstreams FILE",
+		Short: "Import an MCP server's tools (all tools/list pages) as mcp_tool cards; vanished tools are revoked",
+		Long: `Connects to an MCP server (streamable HTTP URL, or a stdio command), reads tools/list to the last
+page and turns each tool into a card of kind mcp_tool in the --server namespace. Re-running is
+idempotent: changed tools are updated, new ones created, vanished ones revoked (not deleted). The
+whole change is one atomic write; a server that fails part-way through the listing changes nothing.
+
+With --upstreams FILE the connection (URL and headers, or command and env) is read from the entry
+for --server in the same upstreams file that 'cardex serve --upstreams' uses. Header and env values
+may name environment variables as ${VAR}.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			u := upstream.Upstream{Server: f.server}
+			if upstreamsFile != "" {
+				if len(args) > 0 || command != "" || len(headers) > 0 || len(env) > 0 {
+					return fmt.Errorf("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
+				}
+				cfg, err := upstream.LoadConfig(upstreamsFile)
+				if err != nil {
+					return err
+				}
+				found, ok := cfg.Find(f.tenant, f.server)
+				if !ok {
+					return fmt.Errorf("%s: no upstream for server %q (tenant %q)", upstreamsFile, f.server, f.tenant)
+				}
+				u = found
+			} else {
+				if len(args) > 0 {
+					u.URL = args[0]
+				}
+				u.Command = strings.Fields(command)
+				for _, h := range headers {
+					k, v, ok := strings.Cut(h, ":")
+					if !ok {
+						return fmt.Errorf("--header %q: write 'Name: value'", h)
+					}
+					if u.Headers == nil {
+						u.Headers = map[string]string{}
+					}
+					u.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				}
+				for _, e := range env {
+					k, v, ok := strings.Cut(e, "=")
+					if !ok {
+						return fmt.Errorf("--env %q: write NAME=value", e)
+					}
+					if u.Env == nil {
+						u.Env = map[string]string{}
+					}
+					u.Env[k] = v
+				}
+			}
+			tr, err := u.Transport()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.cf.timeout)
+			defer cancel()
+			cs, err := upstream.NewClient("cli").Connect(ctx, tr, nil)
+			if err != nil {
+				return fmt.Errorf("connect to the MCP server: %w", err)
+			}
+			tools, pages, err := mcpimport.ListAll(ctx, cs)
+			cs.Close()
+			if err != nil {
+				return fmt.Errorf("nothing imported: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "read %d tools in %d tools/list pages\n", len(tools), pages)
+			imported, skipped := mcpimport.ToCards(f.tenant, f.server, tools)
+			return runImport(cmd, &f, cards.KindMCPTool, imported, skipped)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringArrayVar(&headers, "header", nil, "HTTP header for the server, 'Name: value' (repeatable; ${VAR} is expanded)")
+	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split on spaces")
+	fl.StringArrayVar(&env, "env", nil, "environment for --command, NAME=value (repeatable; ${VAR} is expanded)")
+	fl.StringVar(&upstreamsFile, "upstreams", "", "take the connection from this upstreams file's entry for --server")
+	return cmd
+}
+
+func importOpenAPICmd() *cobra.Command {
+	var f importFlags
+	cmd := &cobra.Command{
+		Use:   "openapi SPEC --server NAME --tenant T",
+		Short: "Import an OpenAPI 3.x document (file or URL, YAML or JSON) as rest_operation cards",
+		Long: `One card per operation: operationId as name, summary and description, path, query and body
+parameters folded into one input schema (each property records its location under x-cardex-in),
+the first 2xx JSON response as output schema, and the OAuth 2 / OpenID Connect scopes of the
+operation's security requirements as required scopes (plus --scopes). Re-import is idempotent and
+revokes operations that vanished, like 'import mcp'.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.cf.timeout)
+			defer cancel()
+			doc, err := openapiimport.Load(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			imported, skipped, err := openapiimport.ToCards(doc, f.tenant, f.server)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "read %d operations from %s\n", len(imported)+len(skipped), args[0])
+			return runImport(cmd, &f, cards.KindRESTOperation, imported, skipped)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// grpcCatalog is the catalogue of a running server, through CatalogService.
+type grpcCatalog struct{ c pb.CatalogServiceClient }
+
+func (g grpcCatalog) List(ctx context.Context, tenant, server string) ([]cards.Card, error) {
+	var out []cards.Card
+	req := &pb.ListCardsRequest{Tenant: tenant, Server: server, PageSize: 100, IncludeSchemas: true}
+	for {
+		resp, err := g.c.ListCards(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range resp.Cards {
+			out = append(out, apiconv.CardFromProto(p))
+		}
+		if resp.NextCursor == "" {
+			return out, nil
+		}
+		req.Cursor = resp.NextCursor
+	}
+}
+
+func (g grpcCatalog) Put(ctx context.Context, cs []cards.Card) error {
+	req := &pb.PutCardsRequest{}
+	for i := range cs {
+		req.Cards = append(req.Cards, apiconv.CardToProto(&cs[i], true))
+	}
+	_, err := g.c.PutCards(ctx, req)
+	return err
+}
+
+// runImport diffs the imported cards against the server's namespace, writes
+// the change in one atomic PutCards (unless --dry-run) and reports it.
+func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []cards.Card, skipped []mcpimport.Skipped) error {
+	conn, ctx, cancel, err := f.cf.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer cancel()
+	cat := grpcCatalog{c: pb.NewCatalogServiceClient(conn)}
+	stored, err := cat.List(ctx, f.tenant, f.server)
+	if err != nil {
+		return fmt.Errorf("read the %s/%s cards: %w", f.tenant, f.server, err)
+	}
+	// Skipped tools are still on the server: their cards are not revoked.
+	keep := make([]string, 0, len(skipped))
+	for _, s := range skipped {
+		keep = append(keep, s.Name)
+	}
+	plan, err := catalogsync.Diff(f.tenant, f.server, stored, imported, catalogsync.Options{
+		Kind: kind, Scopes: splitList(f.scopes), OverrideScopes: f.overrideScopes, Reactivate: f.reactivate, Keep: keep,
+	})
+	if err != nil {
+		return err
+	}
+	if !f.dryRun {
+		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
+			return fmt.Errorf("nothing written: %w", err)
+		}
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(os.Stderr, "skipped %s: %s\n", s.Name, s.Reason)
+	}
+	counts := map[string]int{
+		"created":      plan.Count(catalogsync.Create),
+		"updated":      plan.Count(catalogsync.Update),
+		"revoked":      plan.Count(catalogsync.Revoke),
+		"unchanged":    plan.Count(catalogsync.Unchanged),
+		"reactivated":  plan.Count(catalogsync.Reactivate),
+		"kept_revoked": plan.Count(catalogsync.KeptRevoked),
+		"skipped":      len(skipped),
+	}
+	if f.cf.output == "json" {
+		type change struct {
+			Action string   `json:"action"`
+			Name   string   `json:"name"`
+			Fields []string `json:"fields,omitempty"`
+		}
+		out := struct {
+			Tenant  string              `json:"tenant"`
+			Server  string              `json:"server"`
+			DryRun  bool                `json:"dry_run"`
+			Changes []change            `json:"changes"`
+			Counts  map[string]int      `json:"counts"`
+			Skipped []mcpimport.Skipped `json:"skipped,omitempty"`
+		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}}
+		for _, c := range plan.Changes {
+			out.Changes = append(out.Changes, change{Action: string(c.Action), Name: c.Card.Name, Fields: c.Fields})
+		}
+		return printPlainJSON(out)
+	}
+	rows := make([][]string, 0, len(plan.Changes))
+	for _, c := range plan.Changes {
+		v := strconv.FormatInt(c.Card.Version, 10)
+		if c.Action == catalogsync.Create {
+			v = "-"
+		}
+		rows = append(rows, []string{string(c.Action), c.Card.Server, c.Card.Name, v, strings.Join(c.Fields, ",")})
+	}
+	if err := table([]string{"ACTION", "SERVER", "NAME", "VERSION", "CHANGED"}, rows); err != nil {
+		return err
+	}
+	verb := ""
+	if f.dryRun {
+		verb = "dry run, nothing written: would be "
+	}
+	fmt.Printf("\n%s%d created, %d updated, %d revoked, %d unchanged", verb, counts["created"], counts["updated"], counts["revoked"], counts["unchanged"])
+	if n := counts["reactivated"]; n > 0 {
+		fmt.Printf(", %d reactivated", n)
+	}
+	if n := counts["kept_revoked"]; n > 0 {
+		fmt.Printf(", %d back on the server but kept revoked (--reactivate)", n)
+	}
+	if n := counts["skipped"]; n > 0 {
+		fmt.Printf(", %d skipped", n)
+	}
+	fmt.Println()
+	return nil
+}

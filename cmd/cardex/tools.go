@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+)
+
+func toolsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "Search, describe and call tools as an agent (ExecutionService; caller = the agent token)",
+		Long: `The MCP front's three operations for agents that have a shell: search_tools, describe_tool and
+call_tool over gRPC. The caller is the identity the server's agent token file gives --token
+(env CARDEX_AGENT_TOKEN); no tenant or scopes are taken from flags.`,
+	}
+	cmd.AddCommand(toolsSearchCmd(), toolsDescribeCmd(), toolsCallCmd())
+	return cmd
+}
+
+// agentFlags are the connection flags of the tools commands.
+type agentFlags struct {
+	addr    string
+	token   string
+	timeout time.Duration
+}
+
+func (f *agentFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.addr, "addr", envOr("CARDEX_ADDR", "127.0.0.1:50051"), "server address (env CARDEX_ADDR)")
+	cmd.Flags().StringVar(&f.token, "token", os.Getenv("CARDEX_AGENT_TOKEN"), "agent token (env CARDEX_AGENT_TOKEN)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Second, "request timeout")
+}
+
+func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, context.Context, func(), error) {
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	if f.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
+	}
+	return pb.NewExecutionServiceClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+}
+
+func toolsSearchCmd() *cobra.Command {
+	var af agentFlags
+	var limit int
+	var output string
+	cmd := &cobra.Command{
+		Use:   `search ["QUERY"] [--limit N]`,
+		Short: "Names, servers and summaries of the tools you may use (query at most 200 characters; limit default 20, at most 50)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("--output %q: use table or json", output)
+			}
+			client, ctx, done, err := af.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			q := ""
+			if len(args) > 0 {
+				q = args[0]
+			}
+			resp, err := client.SearchTools(ctx, &pb.ExecutionServiceSearchToolsRequest{Query: q, Limit: int32(limit)})
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(resp)
+			}
+			rows := make([][]string, 0, len(resp.Tools))
+			for _, t := range resp.Tools {
+				rows = append(rows, []string{t.Server, t.Name, cut(t.Summary, 90)})
+			}
+			return table([]string{"SERVER", "NAME", "SUMMARY"}, rows)
+		},
+	}
+	af.register(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 0, "how many results (default 20; more than 50 is capped)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func toolsDescribeCmd() *cobra.Command {
+	var af agentFlags
+	var server, output string
+	cmd := &cobra.Command{
+		Use:   "describe NAME [--server S]",
+		Short: "One tool you may use, with its input and output schemas",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("--output %q: use table or json", output)
+			}
+			client, ctx, done, err := af.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			name := args[0]
+			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
+				server, name = s, n
+			}
+			resp, err := client.DescribeTool(ctx, &pb.ExecutionServiceDescribeToolRequest{Name: name, Server: server})
+			if err != nil {
+				return err
+			}
+			if len(resp.AmbiguousServers) > 0 {
+				return exitError{code: 2, msg: fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))}
+			}
+			if output == "json" {
+				return printJSON(resp.Card)
+			}
+			return printCard(resp.Card)
+		},
+	}
+	af.register(cmd)
+	cmd.Flags().StringVar(&server, "server", "", "the tool's server (or write SERVER/NAME)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+// Receipt is what `tools call --output FILE` prints instead of the result.
+type Receipt struct {
+	Execution ReceiptExecution `json:"execution"`
+	Result    ReceiptResult    `json:"result"`
+}
+
+// ReceiptExecution says what ran and how it ended.
+type ReceiptExecution struct {
+	ID     string `json:"id,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	Status string `json:"status"` // ok, tool_error, denied, failed
+	Error  string `json:"error,omitempty"`
+}
+
+// ReceiptResult says where the result is and whether the file holds all of it.
+type ReceiptResult struct {
+	Path     string `json:"path"`
+	Bytes    int64  `json:"bytes"`
+	Complete bool   `json:"complete"`
+}
+
+func toolsCallCmd() *cobra.Command {
+	var af agentFlags
+	var server, argsJSON, jsonFile, output string
+	cmd := &cobra.Command{
+		Use:   "call NAME [--server S] (--json-file ARGS.json | --args JSON) [--output RESULT.json]",
+		Short: "Run a tool you may use; with --output the result goes to the file and stdout gets a small JSON receipt",
+		Long: `Authorizes the call like AuthorizeCall (scopes, status, arguments against the input schema), forwards
+it to the tool's upstream MCP server and returns the MCP result (content, structuredContent, isError).
+
+With --output FILE the result is written to FILE (via a temporary file and a rename, so FILE is
+either the whole result or untouched) and stdout holds only a receipt:
+  {"execution": {"id", "tool", "status"}, "result": {"path", "bytes", "complete"}}
+"complete" is true only when FILE holds the whole result. Exit status: 0 ok; 1 the tool reported an
+error, the call failed or the file could not be written; 2 the call was refused.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if argsJSON != "" && jsonFile != "" {
+				return fmt.Errorf("give --args or --json-file, not both")
+			}
+			if jsonFile != "" {
+				var b []byte
+				var err error
+				if jsonFile == "-" {
+					b, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20+1))
+				} else {
+					b, err = os.ReadFile(jsonFile)
+				}
+				if err != nil {
+					return fmt.Errorf("--json-file: %w", err)
+				}
+				argsJSON = string(b)
+			}
+			name := args[0]
+			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
+				server, name = s, n
+			}
+			client, ctx, done, err := af.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := client.CallTool(ctx, &pb.CallToolRequest{Name: name, Server: server, ArgumentsJson: argsJSON})
+			return finishCall(resp, err, output)
+		},
+	}
+	af.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&server, "server", "", "the tool's server (or write SERVER/NAME)")
+	f.StringVar(&argsJSON, "args", "", "arguments as a JSON object")
+	f.StringVar(&jsonFile, "json-file", "", "file holding the arguments as a JSON object (- for stdin)")
+	f.StringVar(&output, "output", "", "write the result to this file and print only a receipt")
+	return cmd
+}
+
+// finishCall writes the result (to stdout, or to the output file with a
+// receipt on stdout) and turns the outcome into the exit status.
+func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
+	rec := Receipt{Result: ReceiptResult{Path: output}}
+	if callErr != nil {
+		st := status.Convert(callErr)
+		code := 1
+		rec.Execution.Status = "failed"
+		switch st.Code() {
+		case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied:
+			code, rec.Execution.Status = 2, "denied"
+		}
+		rec.Execution.Error = st.Message()
+		if output != "" {
+			if err := printPlainJSON(rec); err != nil {
+				return err
+			}
+		}
+		return exitError{code: code, msg: fmt.Sprintf("call %s: %s", rec.Execution.Status, st.Message())}
+	}
+	rec.Execution.ID = resp.ExecutionId
+	rec.Execution.Tool = resp.Tool.GetServer() + "/" + resp.Tool.GetName()
+	rec.Execution.Status = "ok"
+	if resp.IsError {
+		rec.Execution.Status = "tool_error"
+	}
+	if output == "" {
+		if _, err := fmt.Fprintln(os.Stdout, resp.ResultJson); err != nil {
+			return err
+		}
+	} else {
+		n, err := writeFileAtomic(output, []byte(resp.ResultJson))
+		rec.Result.Bytes, rec.Result.Complete = n, err == nil
+		if err != nil {
+			rec.Execution.Error = "writing the result: " + err.Error()
+		}
+		if perr := printPlainJSON(rec); perr != nil {
+			return perr
+		}
+		if err != nil {
+			return exitError{code: 1, msg: fmt.Sprintf("the result of %s was not written completely: %v", rec.Execution.Tool, err)}
+		}
+	}
+	if resp.IsError {
+		return exitError{code: 1, msg: fmt.Sprintf("%s reported an error (see the result)", rec.Execution.Tool)}
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path: path holds either all of data or what it held before.
+// It returns the bytes in place at path (0 unless complete).
+func writeFileAtomic(path string, data []byte) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return 0, err
+	}
+	return int64(len(data)), nil
+}

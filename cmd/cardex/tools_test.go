@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestImportAndToolsCall runs the binary the way the README's MCP section
+// does: import a (real, in-process SDK) MCP server's tools, then search,
+// describe and call one with `cardex tools` as an agent holding a token.
+func TestImportAndToolsCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	var calls atomic.Int64
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, &mcp.ServerOptions{PageSize: 1})
+	schema := json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"],"additionalProperties":false}`)
+	srv.AddTool(&mcp.Tool{Name: "get_note", Description: "Show one note by its title. Returns the text.", InputSchema: schema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			var a struct{ Title string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "note " + a.Title}},
+				StructuredContent: map[string]any{"title": a.Title, "text": "buy milk"}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "delete_note", Description: "Delete a note.", InputSchema: schema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			return &mcp.CallToolResult{}, nil
+		})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer up.Close()
+
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
+  - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"]}
+`))
+	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", "upstreams:\n  - {server: notes, url: "+up.URL+"}\n"))
+	t.Setenv("CARDEX_HTTP_LISTEN", "127.0.0.1:0")
+	t.Setenv("CARDEX_AGENT_TOKEN", "agent-token-0123456789")
+
+	bin := buildBinary(t)
+	addr, _ := startServer(t, bin, filepath.Join(dir, "data"))
+
+	out, code := run(t, bin, addr, "import", "mcp", up.URL, "--server", "notes", "--tenant", "acme", "--scopes", "notes:read", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run, nothing written: would be 2 created") {
+		t.Fatalf("import --dry-run: exit %d\n%s", code, out)
+	}
+	out, code = run(t, bin, addr, "import", "mcp", "--upstreams", os.Getenv("CARDEX_UPSTREAMS"), "--server", "notes", "--tenant", "acme", "--scopes", "notes:read")
+	if code != 0 || !strings.Contains(out, "2 created, 0 updated, 0 revoked, 0 unchanged") {
+		t.Fatalf("import: exit %d\n%s", code, out)
+	}
+	// Idempotent through the running server too.
+	out, code = run(t, bin, addr, "import", "mcp", up.URL, "--server", "notes", "--tenant", "acme", "--scopes", "notes:read")
+	if code != 0 || !strings.Contains(out, "0 created, 0 updated, 0 revoked, 2 unchanged") {
+		t.Fatalf("re-import: exit %d\n%s", code, out)
+	}
+	// delete_note needs more than the agent holds.
+	out, code = run(t, bin, addr, "cards", "get", "notes/delete_note", "--tenant", "acme", "-o", "json")
+	if code != 0 {
+		t.Fatalf("cards get: %d", code)
+	}
+	card := strings.Replace(out, `"notes:read"`, `"notes:admin"`, 1)
+	cardFile := write("delete_note.json", card)
+	var c map[string]any
+	_ = json.Unmarshal([]byte(card), &c)
+	delete(c, "updatedAt")
+	delete(c, "version")
+	b, _ := json.Marshal(map[string]any{"tenant": c["tenant"], "server": c["server"], "name": c["name"], "kind": c["kind"],
+		"summary": c["summary"], "required_scopes": []string{"notes:admin"}, "input_schema": json.RawMessage(c["inputSchema"].(string))})
+	_ = os.WriteFile(cardFile, b, 0o600)
+	if out, code = run(t, bin, addr, "cards", "apply", "-f", cardFile); code != 0 || !strings.Contains(out, "1 updated") {
+		t.Fatalf("apply: %d\n%s", code, out)
+	}
+
+	out, code = run(t, bin, addr, "tools", "search", "note", "-o", "json")
+	if code != 0 || !strings.Contains(out, "get_note") || strings.Contains(out, "delete_note") {
+		t.Fatalf("tools search: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, bin, addr, "tools", "describe", "get_note", "-o", "json"); code != 0 || !strings.Contains(out, `\"title\"`) {
+		t.Fatalf("tools describe: exit %d\n%s", code, out)
+	}
+
+	args := write("args.json", `{"title": "shopping"}`)
+	result := filepath.Join(dir, "result.json")
+	out, code = run(t, bin, addr, "tools", "call", "get_note", "--json-file", args, "--output", result)
+	var rec Receipt
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || code != 0 {
+		t.Fatalf("tools call: exit %d, %v\n%s", code, err, out)
+	}
+	got, err := os.ReadFile(result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Execution.Status != "ok" || rec.Execution.Tool != "notes/get_note" || rec.Execution.ID == "" ||
+		rec.Result.Path != result || rec.Result.Bytes != int64(len(got)) || !rec.Result.Complete {
+		t.Fatalf("receipt %+v (file %d bytes)", rec, len(got))
+	}
+	var res struct {
+		Content           []map[string]any `json:"content"`
+		StructuredContent map[string]any   `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(got, &res); err != nil || res.StructuredContent["text"] != "buy milk" || res.Content[0]["text"] != "note shopping" {
+		t.Fatalf("result file: %v\n%s", err, got)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("upstream calls %d, want 1", calls.Load())
+	}
+
+	// Refused: nothing forwarded, exit 2, and the receipt does not claim a result.
+	for _, tc := range [][]string{
+		{"tools", "call", "delete_note", "--args", `{"title": "x"}`, "--output", filepath.Join(dir, "r2.json")},
+		{"tools", "call", "get_note", "--args", `{"title": 7}`, "--output", filepath.Join(dir, "r3.json")},
+		{"tools", "call", "call_tool", "--args", `{}`, "--output", filepath.Join(dir, "r4.json")},
+	} {
+		out, code = run(t, bin, addr, tc...)
+		var rec Receipt
+		_ = json.Unmarshal([]byte(out), &rec)
+		if code != 2 || rec.Result.Complete || rec.Execution.Status != "denied" {
+			t.Fatalf("%v: exit %d, receipt %s", tc, code, out)
+		}
+		if _, err := os.Stat(tc[len(tc)-1]); !os.IsNotExist(err) {
+			t.Fatalf("%v: a result file was written", tc)
+		}
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("refused calls reached the upstream: %d calls", calls.Load())
+	}
+	// Without a token the agent is nobody.
+	t.Setenv("CARDEX_AGENT_TOKEN", "")
+	if _, code = run(t, bin, addr, "tools", "search", "note"); code == 0 {
+		t.Fatal("tools search without a token succeeded")
+	}
+}

@@ -1,0 +1,172 @@
+// Package agents wires the agent-facing surfaces of `cardex serve`: the MCP
+// front at /mcp on an HTTP listener, and the gRPC ExecutionService behind
+// `cardex tools`. Both identify callers by bearer token (the agent token
+// file) and share one gateway, upstream registry and audit log.
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/seed0cff8200/cardex/internal/gateway"
+	"github.com/seed0cff8200/cardex/internal/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/tokens"
+	"github.com/seed0cff8200/cardex/internal/upstream"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// Config is what Open needs.
+type Config struct {
+	Retriever *retriever.Retriever
+	Logger    *slog.Logger
+	Version   string
+	// DataDir holds the audit log (audit.jsonl).
+	DataDir string
+	// Key keys the subject pseudonym in the audit log.
+	Key []byte
+	// TokenFile maps bearer tokens to callers. Empty: no agent surface
+	// accepts a call (every request is Unauthenticated).
+	TokenFile string
+	// UpstreamsFile registers the upstream MCP servers. Empty: nothing can
+	// be called.
+	UpstreamsFile string
+	// HTTPListen is the address of the /mcp listener; empty: no listener.
+	// There is no listener without a TokenFile either.
+	HTTPListen string
+}
+
+// Surfaces are the running agent surfaces.
+type Surfaces struct {
+	log      *slog.Logger
+	gw       *gateway.Gateway
+	tokens   *tokens.Table
+	registry *upstream.Registry
+	audit    *upstream.Audit
+	http     *http.Server
+	lis      net.Listener
+	errc     chan error
+}
+
+// Open loads the token and upstreams files, opens the audit log and, when
+// HTTPListen is set, listens for /mcp (Serve starts answering).
+func Open(cfg Config) (*Surfaces, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Surfaces{log: log, tokens: &tokens.Table{}, errc: make(chan error, 1)}
+	if cfg.TokenFile != "" {
+		t, err := tokens.Load(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent token file: %w", err)
+		}
+		s.tokens = t
+	}
+	var ucfg upstream.Config
+	if cfg.UpstreamsFile != "" {
+		c, err := upstream.LoadConfig(cfg.UpstreamsFile)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams: %w", err)
+		}
+		ucfg = c
+	}
+	reg, err := upstream.NewRegistry(ucfg, cfg.Version, log)
+	if err != nil {
+		return nil, err
+	}
+	s.registry = reg
+	audit, err := upstream.OpenAudit(filepath.Join(cfg.DataDir, "audit.jsonl"), cfg.Key)
+	if err != nil {
+		reg.Close()
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	s.audit = audit
+	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log}
+	switch {
+	case cfg.HTTPListen == "":
+	case cfg.TokenFile == "":
+		// Without a token file every request would be refused: no listener.
+		log.Info("MCP front off: no agent token file (--agent-tokens)")
+	default:
+		lis, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("--http-listen: %w", err)
+		}
+		s.lis = lis
+		mux := http.NewServeMux()
+		mux.Handle(mcpfront.Path, mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version}))
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	_, anon := s.tokens.Anonymous()
+	log.Info("agent surfaces", "mcp", s.Addr(), "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
+	return s, nil
+}
+
+// Addr is the /mcp listener's address ("" when there is none).
+func (s *Surfaces) Addr() string {
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// Gateway is the shared gateway.
+func (s *Surfaces) Gateway() *gateway.Gateway { return s.gw }
+
+// Execution is the gRPC ExecutionService to register.
+func (s *Surfaces) Execution() pb.ExecutionServiceServer {
+	return &execution{gw: s.gw, tokens: s.tokens, log: s.log}
+}
+
+// Serve answers /mcp in the background; Err reports a listener failure.
+func (s *Surfaces) Serve() {
+	if s.http == nil {
+		return
+	}
+	go func() {
+		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- fmt.Errorf("/mcp listener: %w", err)
+		}
+	}()
+}
+
+// Err delivers a failure of the /mcp listener.
+func (s *Surfaces) Err() <-chan error { return s.errc }
+
+// Shutdown stops accepting /mcp requests and waits for in-flight ones until
+// ctx ends, then closes what is left.
+func (s *Surfaces) Shutdown(ctx context.Context) error {
+	if s.http == nil {
+		return nil
+	}
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	return err
+}
+
+// Close closes the upstream sessions and the audit log.
+func (s *Surfaces) Close() error {
+	var errs []error
+	if s.http != nil {
+		errs = append(errs, s.http.Close())
+	} else if s.lis != nil {
+		errs = append(errs, s.lis.Close())
+	}
+	if s.registry != nil {
+		errs = append(errs, s.registry.Close())
+	}
+	if s.audit != nil {
+		errs = append(errs, s.audit.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,144 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/gateway"
+	"github.com/seed0cff8200/cardex/internal/tokens"
+	"github.com/seed0cff8200/cardex/internal/upstream"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// MaxResultBytes bounds a forwarded result returned over gRPC.
+const MaxResultBytes = 32 << 20
+
+type execution struct {
+	pb.UnimplementedExecutionServiceServer
+	gw     *gateway.Gateway
+	tokens *tokens.Table
+	log    *slog.Logger
+}
+
+// caller is the identity of the bearer token in the call's metadata.
+func (s *execution) caller(ctx context.Context) (retriever.Caller, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var header string
+	if v := md.Get("authorization"); len(v) > 0 {
+		header = v[0]
+	}
+	if header == "" {
+		if id, ok := s.tokens.Anonymous(); ok {
+			return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+		}
+		return retriever.Caller{}, status.Error(codes.Unauthenticated, "ExecutionService needs an agent token: authorization: Bearer TOKEN")
+	}
+	id, ok := s.tokens.Lookup(tokens.BearerToken(header))
+	if !ok {
+		return retriever.Caller{}, status.Error(codes.Unauthenticated, "unknown agent token")
+	}
+	return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+}
+
+func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSearchToolsRequest) (*pb.ExecutionServiceSearchToolsResponse, error) {
+	c, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.gw.Search(ctx, c, req.GetQuery(), int(req.GetLimit()))
+	if err != nil {
+		return nil, s.status("SearchTools", err)
+	}
+	out := &pb.ExecutionServiceSearchToolsResponse{}
+	for _, r := range rows {
+		out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
+	}
+	return out, nil
+}
+
+func (s *execution) DescribeTool(ctx context.Context, req *pb.ExecutionServiceDescribeToolRequest) (*pb.ExecutionServiceDescribeToolResponse, error) {
+	c, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	card, err := s.gw.Describe(ctx, c, req.GetName(), req.GetServer())
+	var d *gateway.Denial
+	if errors.As(err, &d) && d.Ambiguous != nil {
+		return &pb.ExecutionServiceDescribeToolResponse{AmbiguousServers: d.Ambiguous}, nil
+	}
+	if err != nil {
+		return nil, s.status("DescribeTool", err)
+	}
+	p := apiconv.CardToProto(&card, true)
+	p.Tenant, p.RequiredScopes = "", nil // the agent needs the tool, not the policy
+	return &pb.ExecutionServiceDescribeToolResponse{Card: p}, nil
+}
+
+func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.CallToolResponse, error) {
+	c, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.gw.Call(ctx, c, "grpc", req.GetName(), req.GetServer(), json.RawMessage(req.GetArgumentsJson()))
+	if err != nil {
+		return nil, s.status("CallTool", err)
+	}
+	b, err := json.Marshal(res.Result)
+	if err != nil {
+		return nil, s.status("CallTool", err)
+	}
+	if len(b) > MaxResultBytes {
+		return nil, status.Errorf(codes.ResourceExhausted, "the result of %s/%s is %d bytes; the limit is %d", res.Tool.Server, res.Tool.Name, len(b), MaxResultBytes)
+	}
+	return &pb.CallToolResponse{
+		ExecutionId: res.ExecutionID,
+		Tool:        &pb.ToolRef{Server: res.Tool.Server, Name: res.Tool.Name},
+		ResultJson:  string(b),
+		IsError:     res.Result.IsError,
+	}, nil
+}
+
+// status maps the gateway's errors to gRPC codes.
+func (s *execution) status(method string, err error) error {
+	var d *gateway.Denial
+	var ce *upstream.CallError
+	switch {
+	case errors.As(err, &d):
+		switch d.Outcome {
+		case upstream.OutcomeDeniedUnknown:
+			return status.Error(codes.NotFound, d.Error())
+		case upstream.OutcomeDeniedAmbiguous:
+			return status.Error(codes.FailedPrecondition, d.Error())
+		default:
+			return status.Error(codes.InvalidArgument, d.Error())
+		}
+	case errors.As(err, &ce):
+		switch ce.Kind {
+		case upstream.KindNotRegistered:
+			return status.Error(codes.FailedPrecondition, ce.Error())
+		case upstream.KindTimeout:
+			return status.Error(codes.DeadlineExceeded, ce.Error())
+		case upstream.KindUnreachable:
+			return status.Error(codes.Unavailable, ce.Error())
+		default:
+			return status.Error(codes.Unknown, ce.Error())
+		}
+	case errors.Is(err, cards.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	s.log.Error("internal error", "method", method, "err", err)
+	return status.Error(codes.Internal, "internal error")
+}
