@@ -303,7 +303,7 @@ func hasMode(ms []retriever.Mode, m retriever.Mode) bool {
 
 func fusionName(f string) string {
 	if f == "" {
-		return retriever.FusionRRF
+		return retriever.DefaultFusion
 	}
 	return strings.ToLower(f)
 }

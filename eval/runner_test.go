@@ -44,7 +44,7 @@ func TestRunFixtureEndToEnd(t *testing.T) {
 	rep, misses := runFixture(t, "testdata/tiny", Options{Tokenizer: byteTokenizer{}, Workers: 3,
 		Progress: func(done, total int) { calls++; last = done; _ = total }})
 
-	if rep.Dataset != "tiny" || rep.Tools != 8 || rep.Queries != 5 || rep.TopK != DefaultTopK || rep.Tenant != "eval-tiny" || rep.Fusion != "rrf" {
+	if rep.Dataset != "tiny" || rep.Tools != 8 || rep.Queries != 5 || rep.TopK != DefaultTopK || rep.Tenant != "eval-tiny" || rep.Fusion != retriever.DefaultFusion {
 		t.Errorf("report header = %+v", rep)
 	}
 	if strings.Join(rep.Modes, ",") != "lexical,semantic,hybrid" {
