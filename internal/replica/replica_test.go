@@ -316,3 +316,43 @@ func TestDatabaseStopped(t *testing.T) {
 		t.Errorf("the put that failed during the outage: %v, want ErrNotFound", err)
 	}
 }
+
+// TestPGliteStopped stops the database for real: a private PGlite (real
+// pgvector), stopped and started again on the same data. While it is down,
+// writes fail with Unavailable and discovery answers from the lexical index
+// flagged degraded; once it is back both recover by themselves.
+func TestPGliteStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PGlite of its own: not in -short")
+	}
+	db := pgtest.StartPGlite(t)
+	store := pgtest.Open(t, pgtest.Options{URL: db.URL})
+	n := startNode(t, store, false)
+	n.put(t, card("restart_service", "Restart a service on a host"), card("tail_logs", "Show the latest log lines of a service"))
+	if names, degraded := n.discover(t, "restart a service"); degraded || len(names) == 0 || names[0] != "restart_service" {
+		t.Fatalf("before the stop: %v degraded=%v", names, degraded)
+	}
+
+	db.Stop()
+	_, err := n.cat.PutCards(rpcCtx(t), &pb.PutCardsRequest{Cards: []*pb.Card{card("new_one", "A new tool")}})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("PutCards with the database stopped: %v, want Unavailable", err)
+	}
+	names, degraded := n.discover(t, "restart a service")
+	if !degraded || len(names) == 0 || names[0] != "restart_service" {
+		t.Errorf("discovery with the database stopped: %v degraded=%v; want restart_service, degraded", names, degraded)
+	}
+
+	start := time.Now()
+	db.Start()
+	t.Logf("PGlite restarted in %s", time.Since(start).Round(time.Millisecond))
+	d := waitFor(t, 30*time.Second, "discovery no longer degraded", func() bool {
+		_, degraded := n.discover(t, "restart a service")
+		return !degraded
+	})
+	t.Logf("discovery recovered %s after the database was back", d.Round(time.Millisecond))
+	n.put(t, card("new_one", "A new tool"))
+	if names, _ := n.discover(t, "a new tool"); !slices.Contains(names, "new_one") {
+		t.Errorf("after the restart: %v, want new_one", names)
+	}
+}
