@@ -123,6 +123,16 @@ func (r *Registry) Call(ctx context.Context, tenant, server, tool string, args j
 		args = json.RawMessage("{}")
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The upstream no longer knows the session (it restarted, or
+		// expired it) and so did not run the call: reconnect and send it
+		// once more.
+		r.drop(key, cs)
+		if cs, err = r.session(ctx, key, u); err != nil {
+			return nil, &CallError{Kind: KindUnreachable, Server: server, Err: err}
+		}
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	}
 	if err == nil {
 		return res, nil
 	}
