@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -132,7 +134,13 @@ may name environment variables as ${VAR}.`,
 			}
 			fmt.Fprintf(os.Stderr, "read %d tools in %d tools/list pages\n", len(tools), pages)
 			imported, skipped := mcpimport.ToCards(f.tenant, f.server, tools)
-			return runImport(cmd, &f, cards.KindMCPTool, imported, skipped)
+			if err := runImport(cmd, &f, cards.KindMCPTool, imported, skipped); err != nil {
+				return err
+			}
+			if upstreamsFile == "" && !f.dryRun {
+				fmt.Fprintf(os.Stderr, "for call_tool to reach these tools, register the server in the upstreams file of 'cardex serve --upstreams':\n%s", upstreamSnippet(u))
+			}
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -175,6 +183,45 @@ revokes operations that vanished, like 'import mcp'.`,
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// upstreamSnippet is an upstreams-file entry for u; header and environment
+// values that are not ${VAR} references are not printed.
+func upstreamSnippet(u upstream.Upstream) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - server: %s\n", u.Server)
+	// entry prints one header or environment entry; a literal value (a
+	// secret, most likely) becomes a ${VAR} reference to set instead.
+	entry := func(k, v string) {
+		if strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}") {
+			fmt.Fprintf(&b, "      %s: %q\n", k, v)
+			return
+		}
+		ref := "${" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(k)) + "}"
+		fmt.Fprintf(&b, "      %s: %q   # set %s in cardex serve's environment\n", k, ref, ref[2:len(ref)-1])
+	}
+	if u.URL != "" {
+		fmt.Fprintf(&b, "    url: %s\n", u.URL)
+		if len(u.Headers) > 0 {
+			b.WriteString("    headers:\n")
+			for _, k := range slices.Sorted(maps.Keys(u.Headers)) {
+				entry(k, u.Headers[k])
+			}
+		}
+	} else {
+		q := make([]string, len(u.Command))
+		for i, a := range u.Command {
+			q[i] = strconv.Quote(a)
+		}
+		fmt.Fprintf(&b, "    command: [%s]\n", strings.Join(q, ", "))
+		if len(u.Env) > 0 {
+			b.WriteString("    env:\n")
+			for _, k := range slices.Sorted(maps.Keys(u.Env)) {
+				entry(k, u.Env[k])
+			}
+		}
+	}
+	return b.String()
 }
 
 // grpcCatalog is the catalogue of a running server, through CatalogService.
@@ -231,6 +278,9 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	})
 	if err != nil {
 		return err
+	}
+	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
+		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
 	}
 	if !f.dryRun {
 		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
