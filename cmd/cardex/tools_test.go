@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,7 +53,14 @@ func TestImportAndToolsCall(t *testing.T) {
   - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"]}
 `))
 	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", "upstreams:\n  - {server: notes, url: "+up.URL+"}\n"))
-	t.Setenv("CARDEX_HTTP_LISTEN", "127.0.0.1:0")
+	// A free port for /mcp, so the test can connect an MCP client to it.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcpAddr := l.Addr().String()
+	l.Close()
+	t.Setenv("CARDEX_HTTP_LISTEN", mcpAddr)
 	t.Setenv("CARDEX_AGENT_TOKEN", "agent-token-0123456789")
 
 	bin := buildBinary(t)
@@ -142,9 +150,40 @@ func TestImportAndToolsCall(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("refused calls reached the upstream: %d calls", calls.Load())
 	}
+	// The same through /mcp with an SDK client: the serve wiring of the MCP front.
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + mcpAddr + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearerTransport{"agent-token-0123456789"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	mres, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "call_tool",
+		Arguments: map[string]any{"name": "get_note", "arguments": map[string]any{"title": "via mcp"}}})
+	if err != nil || mres.IsError || mres.Content[0].(*mcp.TextContent).Text != "note via mcp" {
+		t.Fatalf("call_tool over /mcp: %v %+v", err, mres)
+	}
+	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "call_tool",
+		Arguments: map[string]any{"name": "delete_note", "arguments": map[string]any{"title": "x"}}})
+	if err != nil || !mres.IsError || calls.Load() != 2 {
+		t.Fatalf("refused call_tool over /mcp: %v %+v (%d upstream calls)", err, mres, calls.Load())
+	}
+	audit, err := os.ReadFile(filepath.Join(dir, "data", "audit.jsonl"))
+	if err != nil || strings.Count(string(audit), "\n") != 6 || !strings.Contains(string(audit), `"via":"mcp"`) {
+		t.Fatalf("audit log: %v\n%s", err, audit)
+	}
+
 	// Without a token the agent is nobody.
 	t.Setenv("CARDEX_AGENT_TOKEN", "")
 	if _, code = run(t, bin, addr, "tools", "search", "note"); code == 0 {
 		t.Fatal("tools search without a token succeeded")
 	}
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
