@@ -78,9 +78,7 @@ func (s *execution) DescribeTool(ctx context.Context, req *pb.ExecutionServiceDe
 	if err != nil {
 		return nil, s.status("DescribeTool", err)
 	}
-	p := apiconv.CardToProto(&card, true)
-	p.Tenant, p.RequiredScopes = "", nil // the agent needs the tool, not the policy
-	return &pb.ExecutionServiceDescribeToolResponse{Card: p}, nil
+	return &pb.ExecutionServiceDescribeToolResponse{Card: apiconv.CardToProto(&card, true)}, nil
 }
 
 func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.CallToolResponse, error) {
