@@ -18,6 +18,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/agents"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/pglog"
 	"github.com/seed0cff8200/cardex/internal/server"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -77,14 +78,23 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("discovery log: %w", err)
 			}
 			defer dlog.Close()
-			fb, err := feedback.New(ctx, feedback.Config{
+			fbc := feedback.Config{
 				Path:        filepath.Join(dataDir, "feedback.jsonl"),
 				LearnedPath: filepath.Join(dataDir, "learned.jsonl"),
 				Hash:        dlog.Hash,
 				RawQueries:  mode == discoverylog.QueryRaw,
 				Learner:     ret,
 				Logger:      log,
-			})
+			}
+			if sf.pg != nil {
+				// The fleet's discoveries and outcomes also go to the
+				// discoveries and outcomes tables.
+				pgw := pglog.New(sf.pg.Pool(), sf.pg.Schema(), log)
+				defer pgw.Close()
+				dlog.AddSink(pgw)
+				fbc.Sink = pgw
+			}
+			fb, err := feedback.New(ctx, fbc)
 			if err != nil {
 				return fmt.Errorf("feedback log: %w", err)
 			}

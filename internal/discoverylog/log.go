@@ -58,16 +58,26 @@ type Entry struct {
 	Returned       []Returned `json:"returned"`
 	CandidateCount int        `json:"candidate_count"`
 	LatencyMS      float64    `json:"latency_ms"`
+	LowConfidence  bool       `json:"low_confidence,omitempty"`
+	Degraded       bool       `json:"degraded,omitempty"`
 }
+
+// Sink receives every entry as logged (subject and query already hashed or
+// dropped as configured), e.g. to mirror it into PostgreSQL.
+type Sink interface{ Discovery(Entry) }
 
 // Log is an append-only JSON Lines file. Safe for concurrent use.
 type Log struct {
-	mu   sync.Mutex
-	f    *os.File
-	w    *bufio.Writer
-	mode QueryMode
-	key  []byte
+	mu    sync.Mutex
+	f     *os.File
+	w     *bufio.Writer
+	mode  QueryMode
+	key   []byte
+	sinks []Sink
 }
+
+// AddSink mirrors every later entry to s. Call before the log is shared.
+func (l *Log) AddSink(s Sink) { l.sinks = append(l.sinks, s) }
 
 // Open opens (or creates) path for appending. key keys the HMAC that
 // pseudonymises subjects (and queries in hash mode): without the key a
@@ -130,6 +140,9 @@ func (l *Log) Append(e Entry, subject, query string) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
+	}
+	for _, s := range l.sinks {
+		s.Discovery(e)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -89,8 +89,10 @@ type Config struct {
 	// Otherwise the log holds their hash and nothing is learned.
 	RawQueries bool
 	Learner    Learner
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// Sink, if set, receives every event as logged (e.g. PostgreSQL).
+	Sink   interface{ Event(Event) }
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Recorder is safe for concurrent use.
@@ -250,6 +252,9 @@ func (r *Recorder) event(typ string, d *Discovery, tool *Tool, miss bool) Event 
 
 // write appends one event. Call with r.mu held.
 func (r *Recorder) write(e Event) {
+	if r.cfg.Sink != nil {
+		r.cfg.Sink.Event(e)
+	}
 	b, err := json.Marshal(e)
 	if err == nil {
 		_, err = r.w.Write(append(b, '\n'))

@@ -91,6 +91,8 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Returned:       logged,
 			CandidateCount: res.CandidateCount,
 			LatencyMS:      float64(time.Since(start).Microseconds()) / 1000,
+			LowConfidence:  res.LowConfidence,
+			Degraded:       res.Degraded,
 		}
 		if entry.TopK == 0 {
 			entry.TopK = retriever.DefaultTopK
