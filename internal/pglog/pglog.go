@@ -74,10 +74,18 @@ func (w *Writer) enqueue(f func(context.Context) error) {
 	}
 }
 
-// Close writes what is queued and stops.
+// CloseWait bounds how long Close waits for queued records on shutdown.
+const CloseWait = 5 * time.Second
+
+// Close writes what is queued and stops, waiting at most CloseWait: a
+// database that does not answer must not hold up a shutdown.
 func (w *Writer) Close() {
 	w.once.Do(func() { close(w.queue) })
-	<-w.done
+	select {
+	case <-w.done:
+	case <-time.After(CloseWait):
+		w.log.Warn("PostgreSQL records still queued at shutdown were not written", "queued", len(w.queue))
+	}
 }
 
 // Discovery implements discoverylog.Sink: one discoveries row.
