@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io/fs"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/seed0cff8200/cardex/internal/pgtest"
+	"github.com/seed0cff8200/cardex/migrations"
 )
 
 // TestPostgresServe: `cardex serve --store postgres` on a database whose
@@ -86,8 +89,12 @@ func TestPostgresServe(t *testing.T) {
 		t.Error("cards apply before migrate succeeded")
 	}
 
+	sql, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(sql) == 0 {
+		t.Fatalf("migrations: %v %v", sql, err)
+	}
 	out, code := run(t, bin, "", append([]string{"migrate", "up"}, db...)...)
-	if code != 0 || !strings.Contains(out, "applied 2 migration(s)") {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("applied %d migration(s)", len(sql))) {
 		t.Fatalf("migrate up: exit %d\n%s", code, out)
 	}
 	if out, code := run(t, bin, "", append([]string{"migrate", "up"}, db...)...); code != 0 || !strings.Contains(out, "nothing to apply") {
