@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -179,6 +180,10 @@ func (g *Gateway) Call(ctx context.Context, c retriever.Caller, via, name, serve
 		entry.Outcome = d.Outcome
 	case errors.As(err, &ce):
 		entry.Outcome, entry.Detail = ce.Kind, ce.Error()
+		if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) {
+			// The upstream's own message may quote the arguments: only its code.
+			entry.Detail = fmt.Sprintf("upstream %q answered with JSON-RPC error %d", ce.Server, rpcErr.Code)
+		}
 	case err != nil:
 		entry.Outcome, entry.Detail = "error", err.Error()
 	case res.Result.IsError:

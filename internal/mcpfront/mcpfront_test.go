@@ -491,11 +491,12 @@ func TestAuditLog(t *testing.T) {
 	call(t, cs, "call_tool", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "TOP-SECRET-PATH"}})
 	call(t, cs, "call_tool", map[string]any{"name": "delete_file", "arguments": map[string]any{"path": "TOP-SECRET-PATH"}})
 	call(t, cs, "call_tool", map[string]any{"name": "read_file", "arguments": map[string]any{"path": 7}})
+	call(t, cs, "call_tool", map[string]any{"name": "broken"})
 	b, err := os.ReadFile(e.auditPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "TOP-SECRET") || strings.Contains(string(b), "support-bot@example.com") {
+	if strings.Contains(string(b), "TOP-SECRET") || strings.Contains(string(b), "support-bot@example.com") || strings.Contains(string(b), "disk on fire") {
 		t.Fatalf("the audit log holds arguments or a clear subject:\n%s", b)
 	}
 	var got []upstream.AuditEntry
@@ -510,6 +511,7 @@ func TestAuditLog(t *testing.T) {
 		{"files", "read_file", upstream.OutcomeOK},
 		{"", "delete_file", upstream.OutcomeDeniedUnknown},
 		{"files", "read_file", upstream.OutcomeDeniedArguments},
+		{"files", "broken", upstream.KindProtocol},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d audit lines, want %d", len(got), len(want))
