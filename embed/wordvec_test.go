@@ -147,3 +147,17 @@ func TestCommonComponentRoundTrip(t *testing.T) {
 		t.Errorf("compose(aa) = %v; the common direction was not removed", acc)
 	}
 }
+
+func BenchmarkBuiltinEmbed(b *testing.B) {
+	e, err := Builtin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	texts := []string{"Create a new issue in a GitHub repository with a title, body and labels."}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Embed(context.Background(), texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

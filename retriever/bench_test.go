@@ -205,7 +205,7 @@ func BenchmarkDiscover(b *testing.B) {
 			}
 			b.Cleanup(func() { _ = st.Close() })
 			putBatches(b, st, synthCatalogue(n, 1, benchTenant))
-			r, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
+			r, err := retriever.New(ctx, st, embed.MustBuiltin(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
