@@ -61,6 +61,7 @@ type Retriever struct {
 
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
+	serverPrior            float64
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -78,6 +79,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byName:   map[string]map[string]map[string]*entry{},
 
 		lexWeights:  DefaultLexicalWeights(),
+		serverPrior: DefaultServerPrior,
 		minCoverage: DefaultMinCoverage,
 		minCosine:   DefaultMinCosine,
 	}

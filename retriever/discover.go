@@ -26,6 +26,10 @@ const (
 	// (docs/EVAL.md), because RRF gives a weak leg's rank the same weight
 	// as a strong one's.
 	DefaultFusion = FusionRelative
+	// DefaultServerPrior is the weight of the server prior (ServerPrior),
+	// off: it lifted livemcpbench's multi-step tasks but pushed unrelated
+	// siblings of a strong match into shortlists (docs/EVAL.md).
+	DefaultServerPrior = 0.0
 	// LegDepth is how many hits each leg contributes to fusion, whatever
 	// top_k is: fused ranks depend on the depth, so a fixed depth makes every
 	// shortlist a prefix of one ranking (top_k 3 is the head of top_k 50).
@@ -214,6 +218,9 @@ func (r *Retriever) rank(ctx context.Context, req Request, query string, topK in
 		fused = FuseRRF(lex, sem, DefaultRRFK)
 	}
 	res.LowConfidence = r.lowConfidence(fused)
+	if r.serverPrior > 0 && !single {
+		fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
+	}
 
 	// 6. Pins first, authorized like everything else; then the ranked list.
 	taken := map[string]bool{}

@@ -1278,7 +1278,13 @@ func legsOf(res retriever.Result) (lex, sem []retriever.Hit) {
 }
 
 func TestFusionModes(t *testing.T) {
-	r := newRetriever(t, newStore(t, synthCatalogue(30, 8, acme)...), nil)
+	// The fusion functions alone: the server prior, applied after them, is
+	// off here (TestServerPrior covers it).
+	r, err := retriever.New(context.Background(), newStore(t, synthCatalogue(30, 8, acme)...), embed.NewHashed(embed.DefaultDim), nil, retriever.WithServerPrior(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
 	const q = "approve pending refund payments"
 	ids := func(fs []retriever.Fused) []string {
 		out := make([]string, len(fs))

@@ -48,3 +48,6 @@ func WithVectors(v VectorIndex) Option { return func(r *Retriever) { r.vec = v }
 
 // WithLexicalWeights sets the lexical leg's field weights.
 func WithLexicalWeights(w LexicalWeights) Option { return func(r *Retriever) { r.lexWeights = w } }
+
+// WithServerPrior sets the server prior's weight (0 turns it off).
+func WithServerPrior(gamma float64) Option { return func(r *Retriever) { r.serverPrior = gamma } }

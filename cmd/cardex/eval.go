@@ -23,7 +23,7 @@ func evalCmd() *cobra.Command {
 		addr, token, out, misses, fusion, encoding, tenant string
 		fromLog                                            string
 		topK, workers                                      int
-		alpha                                              float64
+		alpha, serverPrior                                 float64
 		split, noReformulate, warm                         bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
@@ -89,7 +89,11 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				if c, ok := emb.(io.Closer); ok {
 					defer c.Close()
 				}
-				backend = eval.NewInProcess(emb)
+				var ropts []retriever.Option
+				if cmd.Flags().Changed("server-prior") {
+					ropts = append(ropts, retriever.WithServerPrior(serverPrior))
+				}
+				backend = eval.NewInProcess(emb, ropts...)
 				if warm {
 					return runWarm(cmd, d, emb, eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
 						Alpha: alpha, AlphaSet: cmd.Flags().Changed("alpha")}, split)
@@ -147,6 +151,7 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
 	f.StringVar(&fromLog, "from-log", "", "instead of evaluating: turn the misses recorded in a feedback log (DATA_DIR/feedback.jsonl) into queries.jsonl rows on stdout, for a person to review")
+	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of the server prior (a strong match lifts its server's other tools; off in the service)")
 	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
 	ef.register(cmd)
