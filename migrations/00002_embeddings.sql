@@ -1,7 +1,10 @@
 -- cardex schema, version 2: card embeddings with pgvector.
 
 -- +goose Up
-CREATE EXTENSION IF NOT EXISTS vector;
+-- In public (unless an administrator installed it elsewhere already): the
+-- type must be on every connection's search_path, while this migration runs
+-- with search_path set to cardex's own schema first.
+CREATE EXTENSION IF NOT EXISTS vector SCHEMA public;
 
 -- Card vectors, one per (card, embedder model). The column has no fixed
 -- dimension so that models of any size share the table; each model gets a
