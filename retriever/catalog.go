@@ -2,8 +2,6 @@ package retriever
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -253,8 +251,7 @@ func (r *Retriever) embeddings(ctx context.Context, es []*entry) ([][]float32, e
 	for i, e := range es {
 		keys[i] = e.card.Key()
 		texts[i] = e.embeddingText()
-		sum := sha256.Sum256([]byte(texts[i]))
-		hashes[i] = hex.EncodeToString(sum[:16])
+		hashes[i] = EmbeddingHash(texts[i])
 	}
 	stored, err := r.store.Embeddings(ctx, model, keys)
 	if err != nil {
