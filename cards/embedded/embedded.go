@@ -179,13 +179,6 @@ func storeErr(err error) error {
 	return err
 }
 
-func item(i int, c *cards.Card) string {
-	if c.Server == "" && c.Name == "" {
-		return fmt.Sprintf("cards[%d]", i)
-	}
-	return fmt.Sprintf("cards[%d] %s/%s", i, c.Server, c.Name)
-}
-
 // recordChange appends a change for key, dropping the key's older entry.
 func recordChange(tx *bolt.Tx, key []byte, deleted bool) error {
 	ch, idx := tx.Bucket(bucketChanges), tx.Bucket(bucketChangeIdx)
@@ -219,83 +212,54 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	norm := make([]cards.Card, len(cs))
-	keys := make([][]byte, len(cs))
-	seen := make(map[string]int, len(cs))
-	for i := range cs {
-		c := cs[i].Clone()
-		if err := cards.Normalize(&c); err != nil {
-			var fe *cards.FieldError
-			if errors.As(err, &fe) {
-				out := *fe
-				out.Item = item(i, &c)
-				return nil, &out
-			}
-			return nil, fmt.Errorf("%s: %w", item(i, &c), err)
-		}
-		k := dbKey(c.Key())
-		if j, dup := seen[string(k)]; dup {
-			return nil, &cards.FieldError{
-				Item:  item(i, &c),
-				Field: "name",
-				Msg:   fmt.Sprintf("duplicates cards[%d]: a card may appear only once in a batch", j),
-			}
-		}
-		seen[string(k)] = i
-		norm[i], keys[i] = c, k
+	norm, err := cards.NormalizeBatch(cs)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([][]byte, len(norm))
+	for i := range norm {
+		keys[i] = dbKey(norm[i].Key())
 	}
 	if len(cs) == 0 {
 		return []cards.PutResult{}, nil
 	}
 
 	results := make([]cards.PutResult, len(cs))
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		b := tx.Bucket(bucketCards)
 		now := cards.Now()
+		graves := tx.Bucket(bucketGraves)
 		for i := range norm {
 			c := &norm[i]
-			res := cards.PutResult{Key: c.Key()}
-			v := b.Get(keys[i])
-			var stored cards.Card
-			exists := v != nil
-			if exists {
-				var err error
-				if stored, err = decodeCard(v); err != nil {
+			var stored *cards.Card
+			if v := b.Get(keys[i]); v != nil {
+				sc, err := decodeCard(v)
+				if err != nil {
+					return err
+				}
+				stored = &sc
+			}
+			var lastDeleted int64
+			if g := graves.Get(keys[i]); stored == nil && len(g) == 8 {
+				lastDeleted = int64(binary.BigEndian.Uint64(g))
+			}
+			res, write, err := cards.PlanPut(i, c, stored, lastDeleted)
+			if err != nil {
+				return err
+			}
+			results[i] = res
+			if !write {
+				continue
+			}
+			if lastDeleted > 0 {
+				if err := graves.Delete(keys[i]); err != nil {
 					return err
 				}
 			}
-			switch {
-			case c.Version > 0 && !exists:
-				return fmt.Errorf("%w: %s (%s): expected version %d, but the card does not exist",
-					cards.ErrConflict, item(i, c), c.Key(), c.Version)
-			case c.Version > 0 && c.Version != stored.Version:
-				return fmt.Errorf("%w: %s (%s): expected version %d, stored version is %d",
-					cards.ErrConflict, item(i, c), c.Key(), c.Version, stored.Version)
-			}
-			if exists && cards.SameContent(c, &stored) {
-				res.Version, res.Outcome = stored.Version, cards.Unchanged
-				results[i] = res
-				continue
-			}
-			if exists {
-				c.Version, res.Outcome = stored.Version+1, cards.Updated
-			} else {
-				// Versions stay monotonic across delete and re-create, so
-				// a client holding a version of the deleted card conflicts.
-				graves := tx.Bucket(bucketGraves)
-				c.Version, res.Outcome = 1, cards.Created
-				if g := graves.Get(keys[i]); len(g) == 8 {
-					c.Version = int64(binary.BigEndian.Uint64(g)) + 1
-					if err := graves.Delete(keys[i]); err != nil {
-						return err
-					}
-				}
-			}
 			c.UpdatedAt = now
-			res.Version = c.Version
 			enc, err := encodeCard(c)
 			if err != nil {
 				return err
@@ -306,7 +270,6 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 			if err := recordChange(tx, keys[i], false); err != nil {
 				return err
 			}
-			results[i] = res
 		}
 		return nil
 	})

@@ -141,13 +141,6 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%w: postgres store: %s: %v", cards.ErrUnavailable, op, err)
 }
 
-func item(i int, c *cards.Card) string {
-	if c.Server == "" && c.Name == "" {
-		return fmt.Sprintf("cards[%d]", i)
-	}
-	return fmt.Sprintf("cards[%d] %s/%s", i, c.Server, c.Name)
-}
-
 func validKey(k cards.Key) bool {
 	return cards.ValidName(k.Tenant) && cards.ValidName(k.Server) && cards.ValidName(k.Name)
 }
@@ -284,28 +277,9 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	norm := make([]cards.Card, len(cs))
-	seen := make(map[cards.Key]int, len(cs))
-	for i := range cs {
-		c := cs[i].Clone()
-		if err := cards.Normalize(&c); err != nil {
-			var fe *cards.FieldError
-			if errors.As(err, &fe) {
-				out := *fe
-				out.Item = item(i, &c)
-				return nil, &out
-			}
-			return nil, fmt.Errorf("%s: %w", item(i, &c), err)
-		}
-		if j, dup := seen[c.Key()]; dup {
-			return nil, &cards.FieldError{
-				Item:  item(i, &c),
-				Field: "name",
-				Msg:   fmt.Sprintf("duplicates cards[%d]: a card may appear only once in a batch", j),
-			}
-		}
-		seen[c.Key()] = i
-		norm[i] = c
+	norm, err := cards.NormalizeBatch(cs)
+	if err != nil {
+		return nil, err
 	}
 	if len(cs) == 0 {
 		return []cards.PutResult{}, nil
@@ -317,7 +291,7 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 	t, sv, n := keyArrays(keys)
 
 	results := make([]cards.PutResult, len(norm))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		seq, err := s.lockCounter(ctx, tx)
 		if err != nil {
 			return err
@@ -361,31 +335,20 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 		var writes []row
 		for i := range norm {
 			c := &norm[i]
-			res := cards.PutResult{Key: c.Key()}
-			old, exists := stored[c.Key()]
-			switch {
-			case c.Version > 0 && !exists:
-				return fmt.Errorf("%w: %s (%s): expected version %d, but the card does not exist",
-					cards.ErrConflict, item(i, c), c.Key(), c.Version)
-			case c.Version > 0 && c.Version != old.Version:
-				return fmt.Errorf("%w: %s (%s): expected version %d, stored version is %d",
-					cards.ErrConflict, item(i, c), c.Key(), c.Version, old.Version)
+			var old *cards.Card
+			if o, ok := stored[c.Key()]; ok {
+				old = &o
 			}
-			if exists && cards.SameContent(c, &old) {
-				res.Version, res.Outcome = old.Version, cards.Unchanged
-				results[i] = res
+			res, write, err := cards.PlanPut(i, c, old, graves[c.Key()])
+			if err != nil {
+				return err
+			}
+			results[i] = res
+			if !write {
 				continue
 			}
-			if exists {
-				c.Version, res.Outcome = old.Version+1, cards.Updated
-			} else {
-				// Versions stay monotonic across delete and re-create.
-				c.Version, res.Outcome = graves[c.Key()]+1, cards.Created
-			}
-			res.Version = c.Version
 			seq++
 			writes = append(writes, toRow(c, seq))
-			results[i] = res
 		}
 		if len(writes) == 0 {
 			return nil
