@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -102,7 +104,10 @@ func (s *Store) MigrateTo(ctx context.Context, version int64) ([]int64, error) {
 		return nil, s.wrap(ctx, "migrate", err)
 	}
 	if !exists {
-		if _, err := s.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(s.schema)); err != nil {
+		// IF NOT EXISTS is not safe against a concurrent CREATE SCHEMA: a
+		// second `migrate up` racing this one may get a unique violation,
+		// which only means the schema now exists.
+		if _, err := s.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(s.schema)); err != nil && !schemaRace(err) {
 			return nil, s.wrap(ctx, "migrate: create schema", err)
 		}
 	}
@@ -182,4 +187,11 @@ func baseName(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+// schemaRace reports whether err is a concurrent CREATE SCHEMA's unique
+// violation (23505) or duplicate schema (42P06).
+func schemaRace(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06")
 }
