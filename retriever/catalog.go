@@ -165,6 +165,9 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 			return fmt.Errorf("read card %s: %w", ch.Key, err)
 		}
 	}
+	for _, e := range upserts {
+		e.inputSchema() // compiled once, here, never during a request
+	}
 	vecs, err := r.embeddings(ctx, upserts)
 	if err != nil {
 		return err

@@ -85,7 +85,7 @@ func validateCaller(c Caller) error {
 	if len(c.Scopes) > 256 {
 		return cards.Invalid("caller.scopes", "has %d entries; the limit is 256", len(c.Scopes))
 	}
-	return nil
+	return checkCallerFields(c)
 }
 
 func validateQuery(field, q string, required bool) error {

@@ -149,6 +149,9 @@ func argumentViolations(e *entry, args []byte) []string {
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		return []string{"arguments must be a JSON object"}
 	}
+	if _, err := cards.ScanJSON(args, cards.MaxArgumentsDepth); err != nil {
+		return []string{err.Error()} // a duplicate key (at its path), or nested too deep
+	}
 	schema, err := e.inputSchema()
 	if err != nil {
 		return []string{"the card's input schema does not compile: " + err.Error()}
