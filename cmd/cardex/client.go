@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +24,7 @@ type clientFlags struct {
 	output  string
 	timeout time.Duration
 	token   string
+	tls     tlsClientFlags
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
@@ -32,13 +32,19 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "request timeout")
 	cmd.Flags().StringVar(&f.token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "catalog token, if the server requires one (env CARDEX_CATALOG_TOKEN)")
+	cmd.Flags().StringVar(&f.token, "token", envOr("CARDEX_TOKEN", os.Getenv("CARDEX_CATALOG_TOKEN")), "service token (role discover, catalog or admin) or JWT sent as authorization: Bearer (env CARDEX_TOKEN)")
+	f.tls.register(cmd)
 }
 
 func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, nil, nil, fmt.Errorf("--output %q: use table or json", f.output)
 	}
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := f.tls.creds()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
 		return nil, nil, nil, err

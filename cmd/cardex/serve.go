@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed0cff8200/cardex/internal/agents"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/pglog"
@@ -31,6 +32,8 @@ func serveCmd() *cobra.Command {
 	var httpListen, agentTokens, upstreamsFile string
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	var sf storeFlags    // --store, --database-url, --database-schema
+
+	var sec securityFlags // --service-tokens, --insecure, --tls-*, --jwt-*, rate limits
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gRPC service: embedded store by default (no external service), or PostgreSQL (--store postgres)",
@@ -51,6 +54,10 @@ func serveCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			secu, err := sec.build(ctx, log, token)
+			if err != nil {
+				return err
+			}
 
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
@@ -101,7 +108,7 @@ func serveCmd() *cobra.Command {
 			defer fb.Close()
 
 			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: "dev", DataDir: dataDir, Key: key,
-				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen})
+				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, TLS: secu.tls, Limiter: secu.limiter})
 			if err != nil {
 				return err
 			}
@@ -111,14 +118,29 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution()})
+			_, anonymous := agentSurfaces.Tokens().Anonymous()
+			warnings, err := secu.check(lis.Addr(), agentSurfaces.Addr(), anonymous, sec.insecure, log)
+			if err != nil {
+				lis.Close()
+				return err
+			}
+			trail, err := audittrail.Open(filepath.Join(dataDir, "audit-trail.jsonl"), key)
+			if err != nil {
+				lis.Close()
+				return fmt.Errorf("audit trail: %w", err)
+			}
+			defer trail.Close()
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
+				Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail, RPCTimeout: sec.rpcTimeout,
+				Warnings: warnings, ServerOptions: secu.opts})
 			sf.beforeServe(gs, hs) // postgres: NOT_SERVING until the schema is current
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
 			sf.start(ctx, ret, emb, gs, hs, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
-				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
+				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "service_tokens", secu.auth.Tokens.Len(),
+				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls)
 
 			select {
 			case err := <-errc:
@@ -161,6 +183,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
 	ef.register(cmd)
 	sf.register(cmd)
+	sec.register(cmd)
 	return cmd
 }
 

@@ -6,6 +6,7 @@ package agents
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -40,6 +42,11 @@ type Config struct {
 	// HTTPListen is the address of the /mcp listener; empty: no listener.
 	// There is no listener without a TokenFile either.
 	HTTPListen string
+	// TLS, when set, serves /mcp over TLS (and mutual TLS when it asks for
+	// client certificates).
+	TLS *tls.Config
+	// Limiter rate-limits /mcp per agent (429 with Retry-After).
+	Limiter *ratelimit.Limiter
 }
 
 // Surfaces are the running agent surfaces.
@@ -100,9 +107,13 @@ func Open(cfg Config) (*Surfaces, error) {
 			s.Close()
 			return nil, fmt.Errorf("--http-listen: %w", err)
 		}
+		if cfg.TLS != nil {
+			lis = tls.NewListener(lis, cfg.TLS)
+		}
 		s.lis = lis
 		mux := http.NewServeMux()
-		mux.Handle(mcpfront.Path, mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version}))
+		front := mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version})
+		mux.Handle(mcpfront.Path, cfg.Limiter.HTTP(s.agent, gateway.CallTool, front))
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
@@ -116,6 +127,20 @@ func (s *Surfaces) Addr() string {
 		return ""
 	}
 	return s.lis.Addr().String()
+}
+
+// Tokens is the agent token table.
+func (s *Surfaces) Tokens() *tokens.Table { return s.tokens }
+
+// agent identifies an /mcp request's agent for the rate limits.
+func (s *Surfaces) agent(r *http.Request) (caller, tenant string, ok bool) {
+	var id tokens.Identity
+	if h := r.Header.Get("Authorization"); h != "" {
+		id, ok = s.tokens.Lookup(tokens.BearerToken(h))
+	} else {
+		id, ok = s.tokens.Anonymous()
+	}
+	return "caller:" + id.Tenant + "/" + id.Subject, id.Tenant, ok
 }
 
 // Gateway is the shared gateway.
