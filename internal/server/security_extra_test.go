@@ -2,17 +2,8 @@ package server_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,90 +18,9 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/audittrail"
 	"github.com/seed0cff8200/cardex/internal/auth"
+	"github.com/seed0cff8200/cardex/internal/testpki"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
-
-// pki is a throw-away CA with a server certificate for 127.0.0.1 and a
-// client certificate, written as PEM files.
-type pki struct {
-	dir                                      string
-	ca, serverCert, serverKey                string
-	clientCert, clientKey                    string
-	otherCA, otherClientCert, otherClientKey string
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	dir := t.TempDir()
-	p := &pki{dir: dir}
-	caKey, caCert, caPEM := makeCA(t, "cardex test CA")
-	p.ca = writePEM(t, dir, "ca.pem", caPEM)
-	p.serverCert, p.serverKey = makeLeaf(t, dir, "server", caCert, caKey, true)
-	p.clientCert, p.clientKey = makeLeaf(t, dir, "client", caCert, caKey, false)
-	oKey, oCert, oPEM := makeCA(t, "another CA")
-	p.otherCA = writePEM(t, dir, "other-ca.pem", oPEM)
-	p.otherClientCert, p.otherClientKey = makeLeaf(t, dir, "other-client", oCert, oKey, false)
-	return p
-}
-
-var serial int64
-
-func makeCA(t *testing.T, name string) (*ecdsa.PrivateKey, *x509.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func makeLeaf(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writePEM(t, dir, name+".pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		writePEM(t, dir, name+"-key.pem", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
-}
-
-func writePEM(t *testing.T, dir, name string, b []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func tlsDial(t *testing.T, ca, cert, key string) []grpc.DialOption {
 	t.Helper()
@@ -121,9 +31,9 @@ func tlsDial(t *testing.T, ca, cert, key string) []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
 }
 
-func serverTLS(t *testing.T, p *pki, clientCA string) []grpc.ServerOption {
+func serverTLS(t *testing.T, p *testpki.PKI, clientCA string) []grpc.ServerOption {
 	t.Helper()
-	cfg, err := auth.ServerTLS(p.serverCert, p.serverKey, clientCA)
+	cfg, err := auth.ServerTLS(p.ServerCert, p.ServerKey, clientCA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,24 +54,24 @@ func dialAndDiscover(t *testing.T, addr string, opts ...grpc.DialOption) error {
 }
 
 func TestTLS(t *testing.T) {
-	p := newPKI(t)
-	e := newEnv(t, envOptions{cards: acmeCards(t), serverOpts: serverTLS(t, p, ""), dialOpts: tlsDial(t, p.ca, "", "")})
+	p := testpki.New(t)
+	e := newEnv(t, envOptions{cards: acmeCards(t), serverOpts: serverTLS(t, p, ""), dialOpts: tlsDial(t, p.CA, "", "")})
 	e.discover(t, &pb.DiscoverToolsRequest{Caller: adminCaller(), Query: "refund"})
 	if err := dialAndDiscover(t, e.addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err == nil {
 		t.Error("a plaintext client was answered by a TLS server")
 	}
-	if err := dialAndDiscover(t, e.addr, tlsDial(t, p.otherCA, "", "")...); err == nil {
+	if err := dialAndDiscover(t, e.addr, tlsDial(t, p.OtherCA, "", "")...); err == nil {
 		t.Error("a client that trusts another CA accepted the server's certificate")
 	}
 }
 
 func TestMutualTLS(t *testing.T) {
-	p := newPKI(t)
-	e := newEnv(t, envOptions{cards: acmeCards(t), serverOpts: serverTLS(t, p, p.ca), dialOpts: tlsDial(t, p.ca, p.clientCert, p.clientKey)})
+	p := testpki.New(t)
+	e := newEnv(t, envOptions{cards: acmeCards(t), serverOpts: serverTLS(t, p, p.CA), dialOpts: tlsDial(t, p.CA, p.ClientCert, p.ClientKey)})
 	e.discover(t, &pb.DiscoverToolsRequest{Caller: adminCaller(), Query: "refund"})
 	for what, opts := range map[string][]grpc.DialOption{
-		"no client certificate":              tlsDial(t, p.ca, "", ""),
-		"a client certificate of another CA": tlsDial(t, p.ca, p.otherClientCert, p.otherClientKey),
+		"no client certificate":              tlsDial(t, p.CA, "", ""),
+		"a client certificate of another CA": tlsDial(t, p.CA, p.OtherClientCert, p.OtherClientKey),
 		"plaintext":                          {grpc.WithTransportCredentials(insecure.NewCredentials())},
 	} {
 		if err := dialAndDiscover(t, e.addr, opts...); err == nil {
