@@ -239,4 +239,3 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 		t.Errorf("audit trail: %v\n%.2000s", err, trail)
 	}
 }
-
