@@ -68,8 +68,11 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			if sh.Values == 0 {
+			switch {
+			case sh.Values == 0:
 				return sh, errors.New("empty document")
+			case len(stack) > 0:
+				return sh, io.ErrUnexpectedEOF
 			}
 			return sh, nil
 		}
