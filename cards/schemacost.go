@@ -17,7 +17,7 @@ const (
 	MaxSchemaDepth = 64
 	// MaxSchemaObjects bounds the objects in a schema document (roughly
 	// its subschemas); compile time grows with their number.
-	MaxSchemaObjects = 4096
+	MaxSchemaObjects = 2048
 	// MaxSchemaEvaluations bounds how many subschema evaluations one
 	// argument value may cost, counted through $ref, allOf, anyOf, oneOf,
 	// not, if/then/else and the dependent schemas, for arguments nested
@@ -30,7 +30,7 @@ const (
 	// MaxValidationSteps bounds the work of one validation: the sum over
 	// the document's values of the evaluations a value at its depth can
 	// cost.
-	MaxValidationSteps = 2_000_000
+	MaxValidationSteps = 1_000_000
 )
 
 // errNonConsumingCycle: a subschema reaches itself without descending into

@@ -1,6 +1,7 @@
 package cards
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -93,8 +94,8 @@ func TestValidateLimits(t *testing.T) {
 		{"nested duplicate", `{}`, `{"a":[{"b":1},{"b":1,"b":2}]}`, `at '/a/1/b': duplicate key "b"`},
 		{"deep arguments", `{}`, strings.Repeat(`[`, 65) + strings.Repeat(`]`, 65), "nests more than 64 levels deep"},
 		{"arguments at the depth limit", `{}`, strings.Repeat(`[`, 64) + strings.Repeat(`]`, 64), ""},
-		{"too much work", wide, `[` + strings.TrimSuffix(strings.Repeat(`1,`, 3000), ",") + `]`, "validating them could take"},
-		{"work under the limit", wide, `[` + strings.TrimSuffix(strings.Repeat(`1,`, 1000), ",") + `]`, ""},
+		{"too much work", wide, `[` + strings.TrimSuffix(strings.Repeat(`1,`, 1000), ",") + `]`, "validating them could take 1002001 subschema evaluations; the limit is 1000000"},
+		{"work under the limit", wide, `[` + strings.TrimSuffix(strings.Repeat(`1,`, 990), ",") + `]`, ""},
 		{"deep value of a recursive schema", anyJSONValue, strings.Repeat(`{"a":`, 60) + `1` + strings.Repeat(`}`, 60), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,5 +174,19 @@ func TestValidationBound(t *testing.T) {
 	// The counter sees the fan-out: 2^8 leaves at least.
 	if n := checkBound(t, []byte(refBomb(8)), []byte(`{}`)); n < 1<<8 {
 		t.Errorf("refBomb(8): %d evaluations counted, want at least %d", n, 1<<8)
+	}
+}
+
+// TestNormalizeBatchStopsWhenCancelled: a batch whose caller went away is
+// not compiled to the end.
+func TestNormalizeBatchStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cs := []Card{{Tenant: "a", Server: "s", Name: "n", Summary: "x", InputSchema: []byte(nested("not", 60))}}
+	if _, err := NormalizeBatch(ctx, cs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled batch: %v, want context.Canceled", err)
+	}
+	if _, err := NormalizeBatch(context.Background(), cs); err != nil {
+		t.Fatal(err)
 	}
 }
