@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -37,7 +38,15 @@ type guard struct {
 	trail   *audittrail.Trail
 	timeout time.Duration
 	log     *slog.Logger
+	// refusals bounds the refused calls recorded per client address, so a
+	// flood of bad credentials cannot fill the disk with the trail.
+	refusals *ratelimit.Limiter
 }
+
+// MaxRefusalsAudited is how many refused calls per second (with a burst
+// of as many) the audit trail records for one client address; the rest
+// are refused all the same, unrecorded.
+const MaxRefusalsAudited = 5
 
 var (
 	discoveryPrefix = "/" + pb.DiscoveryService_ServiceDesc.ServiceName + "/"
@@ -179,8 +188,19 @@ func (g *guard) refuse(ctx context.Context, method, principal, tenant, what stri
 }
 
 func (g *guard) record(ctx context.Context, e audittrail.Entry) {
+	if g.trail == nil {
+		return
+	}
+	host := ""
 	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
 		e.Peer = pr.Addr.String()
+		host = e.Peer
+		if h, _, err := net.SplitHostPort(e.Peer); err == nil {
+			host = h
+		}
+	}
+	if g.refusals.Allow(ratelimit.Call, host, "") != nil {
+		return
 	}
 	if err := g.trail.Append("", e); err != nil {
 		g.log.Warn("audit trail append failed", "err", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/audittrail"
 	"github.com/seed0cff8200/cardex/internal/auth"
+	"github.com/seed0cff8200/cardex/internal/server"
 	"github.com/seed0cff8200/cardex/internal/testpki"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
@@ -224,5 +225,22 @@ func TestAuditTrail(t *testing.T) {
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("the audit trail holds %q", secret)
 		}
+	}
+}
+
+// TestAuditTrailBoundsRefusals: a flood of bad credentials from one
+// address is refused in full but recorded only MaxRefusalsAudited times a
+// second, so it cannot fill the disk.
+func TestAuditTrailBoundsRefusals(t *testing.T) {
+	e := authEnv(t, envOptions{trail: true})
+	start := len(readTrail(t, e.trail))
+	const calls = 200
+	for range calls {
+		_, err := e.cat.ListCards(bearerCtx(t, "a-token-nobody-has-0000"), &pb.ListCardsRequest{Tenant: "acme"})
+		wantCode(t, err, codes.Unauthenticated)
+	}
+	// The burst, plus what refilled while the calls ran: far from all.
+	if got := len(readTrail(t, e.trail)) - start; got < server.MaxRefusalsAudited || got > calls/2 {
+		t.Errorf("%d of %d refusals recorded, want the first %d and few more", got, calls, server.MaxRefusalsAudited)
 	}
 }

@@ -86,7 +86,8 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 		authn = &auth.Authenticator{Tokens: toks, JWT: authn.JWT}
 	}
 	codec := newUTF8Codec()
-	g := &guard{auth: authn, agents: cfg.AgentTokens, lim: cfg.Limiter, trail: cfg.Trail, timeout: cfg.RPCTimeout, log: log}
+	g := &guard{auth: authn, agents: cfg.AgentTokens, lim: cfg.Limiter, trail: cfg.Trail, timeout: cfg.RPCTimeout, log: log,
+		refusals: ratelimit.New(ratelimit.Config{CallRate: MaxRefusalsAudited})}
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ForceServerCodecV2(codec),
