@@ -14,8 +14,8 @@ func BenchmarkSchemaLimits(b *testing.B) {
 	flat := `{"allOf":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxSchemaObjects-1), ",") + `]}`
 	bomb := refBomb(14) // about 98,000 evaluations, under MaxSchemaEvaluations
 	compile := map[string]string{
-		"compile/64 levels of not":                nested("not", 63),
-		"compile/2048 objects":                    flat,
+		"compile/64 levels of not":         nested("not", 63),
+		"compile/2048 objects":             flat,
 		"compile/ref fan-out of 14 levels": bomb,
 	}
 	for _, name := range []string{"compile/64 levels of not", "compile/2048 objects", "compile/ref fan-out of 14 levels"} {
