@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/seed0cff8200/cardex/internal/auth"
+	"github.com/seed0cff8200/cardex/internal/pgtest"
 	"github.com/seed0cff8200/cardex/internal/testpki"
 )
 
@@ -237,5 +238,67 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 	trail, err := os.ReadFile(filepath.Join(data, "audit-trail.jsonl"))
 	if err != nil || strings.Count(string(trail), `"type":"catalog_write"`) != 58 || !strings.Contains(string(trail), `"principal":"ops"`) {
 		t.Errorf("audit trail: %v\n%.2000s", err, trail)
+	}
+}
+
+// TestServeTokensFromDatabase: replicas started with --service-tokens-db
+// accept the tokens `cardex token new --database-url` adds, and count as
+// protected, so they may listen on every interface.
+func TestServeTokensFromDatabase(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.NewSchemaName()
+	pgtest.Open(t, pgtest.Options{URL: url, Schema: schema}) // migrated; dropped at the end
+	bin := buildBinary(t)
+	db := []string{"--database-url", url, "--database-schema", schema}
+
+	cmd := exec.Command(bin, append([]string{"token", "new", "--name", "ops", "--role", "admin"}, db...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "added ops (role admin) to service_tokens") {
+		t.Fatalf("token new --database-url: %v\n%s%s", err, out, stderr.String())
+	}
+	_, token, ok := strings.Cut(strings.TrimSpace(stderr.String()), "keeps only its hash): ")
+	if !ok || len(token) < 40 {
+		t.Fatalf("no token on stderr: %q", stderr.String())
+	}
+
+	s := serve(t, bin, append([]string{"--store", "postgres", "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0", "--http-listen", "", "--service-tokens-db"}, db...)...)
+	if s.addr == "" {
+		t.Fatalf("serve --service-tokens-db did not start:\n%s", s.log())
+	}
+	waitServing(t, s.dial)
+	if out, code := run(t, bin, s.dial, "cards", "apply", "-f", "../../examples/", "--token", token); code != 0 || !strings.Contains(out, "58 created") {
+		t.Fatalf("apply with the database's admin token: exit %d\n%s", code, out)
+	}
+	if _, code := run(t, bin, s.dial, "discover", "refund", "--tenant", "acme", "--scopes", "*"); code == 0 {
+		t.Error("discover without a token was answered")
+	}
+	if out, code := run(t, bin, "", append([]string{"token", "delete", "ops"}, db...)...); code != 0 || !strings.Contains(out, "deleted ops") {
+		t.Errorf("token delete: exit %d\n%s", code, out)
+	}
+}
+
+// waitServing waits until the health service answers SERVING (a postgres
+// replica turns SERVING once its schema is current).
+func waitServing(t *testing.T, addr string) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not SERVING within 60s: %v %v", res, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

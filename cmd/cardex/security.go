@@ -21,6 +21,7 @@ import (
 // securityFlags are serve's authentication, TLS and abuse-limit flags.
 type securityFlags struct {
 	serviceTokens                string
+	serviceTokensDB              bool
 	insecure                     bool
 	tlsCert, tlsKey, tlsClientCA string
 	jwks, jwtIssuer, jwtAudience string
@@ -34,6 +35,8 @@ func (s *securityFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&s.serviceTokens, "service-tokens", os.Getenv("CARDEX_SERVICE_TOKENS"),
 		"service token file: hashed tokens with a role (discover, catalog, admin) and optionally a bound caller (env CARDEX_SERVICE_TOKENS)")
+	f.BoolVar(&s.serviceTokensDB, "service-tokens-db", false,
+		"postgres: also accept the service tokens of the database's service_tokens table (`cardex token new --database-url`), re-read every 30 s; every service then needs a credential")
 	f.BoolVar(&s.insecure, "insecure", false,
 		"listen on a non-loopback address although a service accepts calls without a credential (warns at start and in health checks)")
 	f.StringVar(&s.tlsCert, "tls-cert", os.Getenv("CARDEX_TLS_CERT"), "server certificate (PEM) for the gRPC and HTTP listeners (env CARDEX_TLS_CERT)")
@@ -167,4 +170,23 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// openDB adds the database's service tokens (--service-tokens-db) once the
+// store is open, and keeps them current.
+func (s *securityFlags) openDB(ctx context.Context, sec *security, sf *storeFlags, log *slog.Logger) error {
+	if !s.serviceTokensDB {
+		return nil
+	}
+	if sf.pg == nil {
+		return fmt.Errorf("--service-tokens-db needs --store postgres")
+	}
+	db, err := auth.NewDBTokens(ctx, sf.pg.Pool(), sf.pg.Schema())
+	if err != nil {
+		return fmt.Errorf("--service-tokens-db: %w", err)
+	}
+	sec.auth.DB = db
+	log.Info("service tokens from the database", "tokens", db.Tokens().Len(), "refresh", auth.DBRefresh)
+	go db.Follow(ctx, log)
+	return nil
 }

@@ -67,6 +67,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
+			if err := sec.openDB(ctx, secu, &sf, log); err != nil {
+				return err
+			}
 			emb, err := ef.build(ctx, log)
 			if err != nil {
 				return err

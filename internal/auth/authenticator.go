@@ -22,6 +22,9 @@ type Authenticator struct {
 	// JWT, when set, accepts JWTs as discover credentials carrying the
 	// caller.
 	JWT *JWTVerifier
+	// DB, when set, adds the tokens of the service_tokens table; then no
+	// service is open, whatever the table holds.
+	DB *DBTokens
 }
 
 // Open reports whether no credential can act as role: the service that
@@ -31,7 +34,7 @@ func (a *Authenticator) Open(role Role) bool {
 	if a == nil {
 		return true
 	}
-	if a.Tokens.Grants(role) {
+	if a.Tokens.Grants(role) || a.DB != nil {
 		return false
 	}
 	return role != RoleDiscover || a.JWT == nil
@@ -48,6 +51,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, bearer string, need Ro
 		return Principal{}, ErrNoCredential
 	}
 	p, ok := a.Tokens.Lookup(bearer)
+	if !ok && a.DB != nil {
+		p, ok = a.DB.Tokens().Lookup(bearer)
+	}
 	if !ok && a.JWT != nil && strings.Count(bearer, ".") == 2 {
 		var err error
 		if p, err = a.JWT.Verify(ctx, bearer); err != nil {
