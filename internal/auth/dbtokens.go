@@ -16,7 +16,7 @@ import (
 )
 
 // DBTokens are the service tokens of the service_tokens table (migration
-// 4), re-read periodically so that every replica sees a token added or
+// 5), re-read periodically so that every replica sees a token added or
 // removed. While an Authenticator has DBTokens, every service needs a
 // credential, even when the table is empty: an emptied table must not
 // open the service.

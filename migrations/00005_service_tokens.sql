@@ -1,4 +1,4 @@
--- cardex schema, version 4: service tokens kept in the database, so that
+-- cardex schema, version 5: service tokens kept in the database, so that
 -- every replica started with --service-tokens-db accepts the same ones
 -- (`cardex token new --database-url ...` adds one, `cardex token delete`
 -- removes it; replicas re-read the table every 30 s). Only the SHA-256 of a
