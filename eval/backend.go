@@ -17,10 +17,13 @@ import (
 type Search struct {
 	Tenant string
 	Query  string
-	TopK   int
-	Mode   retriever.Mode
-	Fusion string  // "" → the backend's default (rrf)
-	Alpha  float64 // with AlphaSet, the semantic weight of relative fusion
+	// Intents are sent beside (or, with an empty Query, instead of) the
+	// query.
+	Intents []string
+	TopK    int
+	Mode    retriever.Mode
+	Fusion  string  // "" → the backend's default (rrf)
+	Alpha   float64 // with AlphaSet, the semantic weight of relative fusion
 	// AlphaSet says Alpha was given.
 	AlphaSet bool
 	// NoReformulate keeps low-confidence queries as they are (in-process
@@ -108,6 +111,7 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([][2]string, error)
 	res, err := b.ret.Discover(ctx, retriever.Request{
 		Caller:   retriever.Caller{Tenant: s.Tenant, Subject: "eval"},
 		Query:    s.Query,
+		Intents:  s.Intents,
 		TopK:     s.TopK,
 		Mode:     s.Mode,
 		Fusion:   s.Fusion,

@@ -64,6 +64,10 @@ type Query struct {
 	// the number of needs, not from it.
 	Type     string `json:"type,omitempty"`
 	Category string `json:"category,omitempty"`
+	// Intents are the task's parts, one sub-request each (LiveMCPBench:
+	// the annotators' step plan), standing in for what an orchestrator's
+	// model sends as DiscoverTools intents.
+	Intents []string `json:"intents,omitempty"`
 }
 
 // Needs returns the query's needs: expected_groups when present, otherwise
@@ -85,6 +89,16 @@ type Dataset struct {
 	Dir     string
 	Tools   []Tool
 	Queries []Query // nil when the folder has no queries.jsonl
+}
+
+// HasIntents reports whether any query carries intents.
+func (d *Dataset) HasIntents() bool {
+	for i := range d.Queries {
+		if len(d.Queries[i].Intents) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // HasSchemas reports whether any tool carries an input schema.

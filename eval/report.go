@@ -21,6 +21,9 @@ type Report struct {
 	// NoReformulate: low-confidence queries were not reformulated.
 	NoReformulate bool     `json:"no_reformulate,omitempty"`
 	Modes         []string `json:"modes"`
+	// Conditions are what discoveries were given of each query: "query",
+	// and "intents" / "query+intents" on datasets with intents.
+	Conditions []string `json:"conditions"`
 	// Subsets: "all", and "single" / "multi" (one need / several) when the
 	// dataset has both kinds.
 	Subsets        []Subset     `json:"subsets"`
@@ -42,6 +45,8 @@ type Subset struct {
 // ModeResult is one mode's mean metrics over a subset.
 type ModeResult struct {
 	Mode string `json:"mode"`
+	// Condition is what the discoveries were given (see Condition).
+	Condition string `json:"condition"`
 	Metrics
 	// MeanLatencyMS is the mean wall time of one discovery as the runner
 	// saw it (with concurrent workers, so an upper bound of the unloaded
@@ -122,21 +127,33 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 	}
 	fmt.Fprintf(&b, "%s; tenant %s; fusion %s; misses judged at top %d.\n\n", r.Backend, r.Tenant, fusion, r.TopK)
 	if len(r.Subsets) > 0 {
-		b.WriteString("| queries | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		conds := len(r.Conditions) > 1
+		if conds {
+			b.WriteString("| queries | given | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
+			b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		} else {
+			b.WriteString("| queries | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
+			b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		}
 		for _, s := range r.Subsets {
 			if !split && s.Name != "all" {
 				continue
 			}
 			for _, m := range s.Modes {
-				fmt.Fprintf(&b, "| %s (%d) | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
-					s.Name, s.Queries, m.Mode, m.Recall1, m.Recall3, m.Recall5, m.Recall10, m.MRR, m.NDCG10, m.MeanLatencyMS)
+				given := ""
+				if conds {
+					given = " " + m.Condition + " |"
+				}
+				fmt.Fprintf(&b, "| %s (%d) |%s %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
+					s.Name, s.Queries, given, m.Mode, m.Recall1, m.Recall3, m.Recall5, m.Recall10, m.MRR, m.NDCG10, m.MeanLatencyMS)
 			}
 		}
 		if single := r.Subset("single"); single != nil && !split {
-			parts := make([]string, len(single.Modes))
-			for i, m := range single.Modes {
-				parts[i] = fmt.Sprintf("%s %.3f", m.Mode, m.Recall5)
+			var parts []string
+			for _, m := range single.Modes {
+				if m.Condition == "" || m.Condition == string(CondQuery) {
+					parts = append(parts, fmt.Sprintf("%s %.3f", m.Mode, m.Recall5))
+				}
 			}
 			fmt.Fprintf(&b, "\nSingle-need queries (%d): recall@5 %s (all subsets: --split).\n", single.Queries, strings.Join(parts, ", "))
 		}
@@ -159,7 +176,7 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 		fmt.Fprintf(&b, "Note: %s.\n", n)
 	}
 	fmt.Fprintf(&b, "Time: %.1f s (register %.1f s, %d×%d discoveries %.1f s, tokens %.1f s).\n",
-		r.Timing.TotalSeconds, r.Timing.RegisterSeconds, r.Queries, len(r.Modes), r.Timing.QuerySeconds, r.Timing.TokenSeconds)
+		r.Timing.TotalSeconds, r.Timing.RegisterSeconds, r.Queries, len(r.Modes)*max(1, len(r.Conditions)), r.Timing.QuerySeconds, r.Timing.TokenSeconds)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
