@@ -60,6 +60,8 @@ type Retriever struct {
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
+	intentContext          float64
+	queryContext           float64
 }
 
 // New builds a retriever over a store and loads the store's active cards.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -291,14 +292,21 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 	ranked := make([][]Fused, len(lists))
 	queryList := strings.TrimSpace(req.Query) != ""
 	for i, l := range lists {
-		fused, degraded, err := r.rankText(ctx, req, filter, l.text, l.vec, alpha)
+		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
+		if queryList && i > 0 && r.queryContext > 0 {
+			// An intent is ranked with the query as its context: the
+			// query's words at a lower weight, its vector blended in.
+			parts = append(parts, WeightedText{Text: lists[0].text, Weight: r.queryContext})
+			vec = blend(l.vec, lists[0].vec, r.queryContext)
+		}
+		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha)
 		if err != nil {
 			return Result{}, nil, err
 		}
 		res.Degraded = res.Degraded || degraded
 		low[i] = r.lowConfidence(fused)
 		if low[i] && l.alt != "" {
-			alt, altDegraded, err := r.rankText(ctx, req, filter, l.alt, l.altVec, alpha)
+			alt, altDegraded, err := r.rankText(ctx, req, filter, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha)
 			if err != nil {
 				return Result{}, nil, err
 			}
@@ -323,6 +331,11 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 			fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
 		}
 		ranked[i] = fused
+	}
+	if queryList && r.intentContext > 0 {
+		for i := 1; i < len(ranked); i++ {
+			ranked[i] = WithContext(ranked[i], ranked[0], r.intentContext)
+		}
 	}
 	merged := MergeFair(ranked, topK)
 
@@ -371,6 +384,28 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 	return res, low, nil
 }
 
+// blend returns the unit vector of a + w·b, or nil when either is nil.
+func blend(a, b []float32, w float64) []float32 {
+	if a == nil || b == nil || len(a) != len(b) {
+		return nil
+	}
+	out := make([]float32, len(a))
+	var norm float64
+	for i := range a {
+		v := float64(a[i]) + w*float64(b[i])
+		out[i] = float32(v)
+		norm += v * v
+	}
+	if norm == 0 {
+		return out
+	}
+	inv := 1 / math.Sqrt(norm)
+	for i := range out {
+		out[i] = float32(float64(out[i]) * inv)
+	}
+	return out
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -380,8 +415,8 @@ func b2i(b bool) int {
 
 // rankText ranks one text inside the candidate set: the lexical and the
 // semantic leg, fused. Call with r.mu held.
-func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, text string, qvec []float32, alpha float64) ([]Fused, bool, error) {
-	lex, err := r.lex.Search(text, filter, LegDepth)
+func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, text []WeightedText, qvec []float32, alpha float64) ([]Fused, bool, error) {
+	lex, err := r.lex.SearchWeighted(text, filter, LegDepth)
 	if err != nil {
 		return nil, false, fmt.Errorf("lexical search: %w", err)
 	}

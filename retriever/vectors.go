@@ -51,3 +51,11 @@ func WithLexicalWeights(w LexicalWeights) Option { return func(r *Retriever) { r
 
 // WithServerPrior sets the server prior's weight (0 turns it off).
 func WithServerPrior(gamma float64) Option { return func(r *Retriever) { r.serverPrior = gamma } }
+
+// WithIntentContext sets how much the query's ranking weighs in each
+// intent's ranking when a request carries both (0 turns it off).
+func WithIntentContext(beta float64) Option { return func(r *Retriever) { r.intentContext = beta } }
+
+// WithQueryContext sets the weight of the query's words and vector in each
+// intent's ranking when a request carries both (0 ranks intents alone).
+func WithQueryContext(w float64) Option { return func(r *Retriever) { r.queryContext = w } }
