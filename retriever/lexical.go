@@ -421,7 +421,7 @@ func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int)
 	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 {
 		return nil, nil
 	}
-	qtf := map[string]float64{}  // query weight of each term
+	qtf := map[string]float64{}   // query weight of each term
 	cover := map[string]float64{} // its weight in the coverage
 	texts := make([]string, 0, len(parts))
 	for _, p := range parts {
