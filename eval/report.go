@@ -31,7 +31,10 @@ type Report struct {
 	TokensNote     string       `json:"tokens_note,omitempty"`
 	SchemasDropped []string     `json:"schemas_dropped,omitempty"`
 	Notes          []string     `json:"notes,omitempty"`
-	Timing         Timing       `json:"timing"`
+	// Abstention is the out-of-catalogue experiment (RunAbstention), one
+	// report per condition, when it was run.
+	Abstention []AbstentionReport `json:"abstention,omitempty"`
+	Timing     Timing             `json:"timing"`
 }
 
 // Subset is the mean metrics of a set of queries, per mode.
@@ -171,6 +174,19 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 		b.WriteString("\n")
 	} else if r.TokensNote != "" {
 		fmt.Fprintf(&b, "Token savings: %s.\n\n", r.TokensNote)
+	}
+	for _, a := range r.Abstention {
+		fmt.Fprintf(&b, "Abstention (given %s): half the servers or tools removed, %d tools kept; %d in-catalogue and %d out-of-catalogue queries. Each threshold is the requests' min_confidence (default %.2f): a query abstains when its answer is empty.\n\n",
+			a.Condition, a.ToolsKept, a.InCatalogue, a.OutOfCatalogue, a.Default)
+		b.WriteString("| min confidence | abstention precision | abstention recall | in-catalogue abstained | in-catalogue recall@5 | tools left for out-of-catalogue (top 5) |\n|---:|---:|---:|---:|---:|---:|\n")
+		for _, row := range a.Rows {
+			mark := ""
+			if row.Threshold == a.Default {
+				mark = " (default)"
+			}
+			fmt.Fprintf(&b, "| %.2f%s | %.3f | %.3f | %d | %.3f | %.2f |\n", row.Threshold, mark, row.Precision, row.Recall, row.FalseAbstentions, row.InRecall5, row.OutTools)
+		}
+		b.WriteString("\n")
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "Note: %s.\n", n)

@@ -62,6 +62,8 @@ type Retriever struct {
 	serverPrior            float64
 	intentContext          float64
 	queryContext           float64
+	confidence             ConfidenceModel
+	minConfidence          float64
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -78,10 +80,12 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
 
-		lexWeights:  DefaultLexicalWeights(),
-		serverPrior: DefaultServerPrior,
-		minCoverage: DefaultMinCoverage,
-		minCosine:   DefaultMinCosine,
+		lexWeights:    DefaultLexicalWeights(),
+		serverPrior:   DefaultServerPrior,
+		minCoverage:   DefaultMinCoverage,
+		minCosine:     DefaultMinCosine,
+		confidence:    DefaultConfidenceModel,
+		minConfidence: DefaultMinConfidence,
 	}
 	for _, o := range opts {
 		o(r)

@@ -57,6 +57,12 @@ type Request struct {
 	Mode       Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
 	// NoReformulate keeps a low-confidence query as it is (evaluation).
 	NoReformulate bool
+	// MinConfidence (0..1) is the confidence the best tool of a ranked
+	// list (the query's, or an intent's) must reach for that list to be
+	// answered; a list under it contributes nothing, and when no list
+	// clears it the answer holds no ranked tool (Result.Abstained). nil
+	// means the retriever's default (WithMinConfidence).
+	MinConfidence *float64
 }
 
 // Scored is one tool of a shortlist.
@@ -91,6 +97,13 @@ type Result struct {
 	// ReformulatedIntents is nil, or holds for each intent the reformulated
 	// text that was ranked instead of it ("" where the intent was kept).
 	ReformulatedIntents []string
+	// Abstained: candidates were ranked but no list's best tool reached
+	// the minimum confidence, so no ranked tool is returned (pins still
+	// are). AbstainedIntents says which intents' lists did not reach it.
+	Abstained        bool
+	AbstainedIntents []int
+	// MinConfidence is the threshold that was applied.
+	MinConfidence float64
 }
 
 // MaxIntents is the most intents one request may carry.
@@ -179,6 +192,9 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	}
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
 		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
+	}
+	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
+		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
 	}
 	return r.run(ctx, req, topK, alpha)
 }
@@ -288,7 +304,15 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		return res, low, nil
 	}
 
-	// 3–5. Both legs inside the candidate set, then fusion, per list.
+	// 3–5. Both legs inside the candidate set, then fusion, per list;
+	// every ranked tool gets its confidence, and a list whose best tool is
+	// under the minimum confidence is not answered.
+	minConf := r.minConfidence
+	if req.MinConfidence != nil {
+		minConf = *req.MinConfidence
+	}
+	res.MinConfidence = minConf
+	anyRanked := false
 	ranked := make([][]Fused, len(lists))
 	queryList := strings.TrimSpace(req.Query) != ""
 	for i, l := range lists {
@@ -330,7 +354,16 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		if r.serverPrior > 0 && !req.Mode.single() {
 			fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
 		}
-		ranked[i] = fused
+		ranked[i] = r.confident(fused)
+		if len(fused) > 0 {
+			anyRanked = true
+			if fused[0].Confidence < minConf {
+				ranked[i] = nil
+				if !(queryList && i == 0) {
+					res.AbstainedIntents = append(res.AbstainedIntents, i-b2i(queryList))
+				}
+			}
+		}
 	}
 	if queryList && r.intentContext > 0 {
 		for i := 1; i < len(ranked); i++ {
@@ -338,6 +371,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		}
 	}
 	merged := MergeFair(ranked, topK)
+	res.Abstained = anyRanked && len(merged) == 0
 
 	// 6. Pins first, authorized like everything else; then the merged list.
 	taken := map[string]int{}
@@ -404,6 +438,15 @@ func blend(a, b []float32, w float64) []float32 {
 		out[i] = float32(float64(out[i]) * inv)
 	}
 	return out
+}
+
+// confident sets every tool's confidence (in place: fused is the
+// pipeline's own) and returns the list.
+func (r *Retriever) confident(fused []Fused) []Fused {
+	for i := range fused {
+		fused[i].Confidence = r.confidence.Confidence(fused[i], i+1)
+	}
+	return fused
 }
 
 func b2i(b bool) int {

@@ -521,25 +521,29 @@ func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int)
 	for k, t := range terms {
 		idf[k] = qtf[t] * math.Log(1+(float64(n)-float64(df[k])+0.5)/(float64(df[k])+0.5))
 	}
-	coverTotal := 0.0
-	for _, t := range terms {
+	coverTotal, evidenceTotal := 0.0, 0.0
+	idfOne := make([]float64, len(terms)) // idf of one occurrence
+	for k, t := range terms {
 		coverTotal += cover[t]
+		idfOne[k] = idf[k] / qtf[t]
+		evidenceTotal += cover[t] * idfOne[k]
 	}
 	hits := make([]Hit, 0, len(res.Hits))
 	for h, m := range res.Hits {
 		if !keep[h] {
 			continue
 		}
-		score, matched := 0.0, 0.0
+		score, matched, evidence := 0.0, 0.0, 0.0
 		for k, tf := range tfs[h*len(terms) : (h+1)*len(terms)] {
 			if tf > 0 {
 				score += idf[k] * tf / (bm25K1 + tf)
 				matched += cover[terms[k]]
+				evidence += cover[terms[k]] * idfOne[k]
 			}
 		}
 		if score > 0 {
 			hits = append(hits, Hit{ID: m.ID, Score: score, Fields: lexMatchedFields(m.Locations),
-				Coverage: matched / coverTotal})
+				Coverage: matched / coverTotal, Evidence: evidence / evidenceTotal})
 		}
 	}
 	sort.Slice(hits, func(i, j int) bool {
