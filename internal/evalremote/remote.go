@@ -119,10 +119,11 @@ func (r *Remote) Register(ctx context.Context, cat *eval.Catalog) error {
 // Discover implements eval.Backend.
 func (r *Remote) Discover(ctx context.Context, s eval.Search) ([][2]string, error) {
 	req := &pb.DiscoverToolsRequest{
-		Caller: &pb.Caller{Tenant: s.Tenant, Subject: "eval"},
-		Query:  s.Query,
-		TopK:   int32(s.TopK),
-		Fusion: s.Fusion,
+		Caller:  &pb.Caller{Tenant: s.Tenant, Subject: "eval"},
+		Query:   s.Query,
+		Intents: s.Intents,
+		TopK:    int32(s.TopK),
+		Fusion:  s.Fusion,
 	}
 	if s.AlphaSet {
 		alpha := s.Alpha
