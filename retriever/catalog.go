@@ -60,8 +60,8 @@ type Retriever struct {
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
-	intentContext          float64
 	queryContext           float64
+	decompose              bool
 	confidence             ConfidenceModel
 	minConfidence          float64
 }

@@ -199,10 +199,16 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	return r.run(ctx, req, topK, alpha)
 }
 
-// textList is one ranked list of a request: the query's or an intent's.
+// textList is one ranked list of a request: the query's, an intent's, or a
+// part of the query (Decompose).
 type textList struct {
-	text string
-	vec  []float32 // nil: not embedded (the embedder failed)
+	// intent is the index in Request.Intents, or -1 for the query and its
+	// parts.
+	intent int
+	// context says the list is ranked with the query as its context.
+	context bool
+	text    string
+	vec     []float32 // nil: not embedded (the embedder failed)
 	// alt is the reformulation of text, ranked instead when text ranks
 	// low-confidence and alt does not ("" → none).
 	alt    string
@@ -210,14 +216,21 @@ type textList struct {
 }
 
 // lists returns the request's texts to rank: the query (when given) first,
-// then the intents in order.
-func (req *Request) lists() []textList {
+// then the intents in order, or, for a query alone that decomposes into
+// parts (when the retriever decomposes), the parts.
+func (r *Retriever) lists(req *Request) []textList {
 	var out []textList
-	if strings.TrimSpace(req.Query) != "" {
-		out = append(out, textList{text: req.Query})
+	query := strings.TrimSpace(req.Query) != ""
+	if query {
+		out = append(out, textList{intent: -1, text: req.Query})
 	}
-	for _, in := range req.Intents {
-		out = append(out, textList{text: in})
+	for i, in := range req.Intents {
+		out = append(out, textList{intent: i, text: in, context: query})
+	}
+	if query && len(req.Intents) == 0 && r.decompose && !req.Mode.single() {
+		for _, p := range Decompose(req.Query) {
+			out = append(out, textList{intent: -1, text: p, context: true})
+		}
 	}
 	return out
 }
@@ -225,7 +238,7 @@ func (req *Request) lists() []textList {
 // run is the pipeline after validation: rank every list, and when a list is
 // low-confidence, reformulate its text once and rank again.
 func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
-	lists := req.lists()
+	lists := r.lists(&req)
 	texts := make([]string, len(lists))
 	for i, l := range lists {
 		texts[i] = l.text
@@ -314,10 +327,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 	res.MinConfidence = minConf
 	anyRanked := false
 	ranked := make([][]Fused, len(lists))
-	queryList := strings.TrimSpace(req.Query) != ""
 	for i, l := range lists {
 		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
-		if queryList && i > 0 && r.queryContext > 0 {
+		if l.context && r.queryContext > 0 {
 			// An intent is ranked with the query as its context: the
 			// query's words at a lower weight, its vector blended in.
 			parts = append(parts, WeightedText{Text: lists[0].text, Weight: r.queryContext})
@@ -340,13 +352,13 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 			if !r.lowConfidence(alt) {
 				fused, res.Degraded = alt, res.Degraded || altDegraded
 				switch {
-				case queryList && i == 0:
+				case i == 0 && l.intent < 0:
 					res.Reformulated = l.alt
-				default:
+				case l.intent >= 0:
 					if res.ReformulatedIntents == nil {
 						res.ReformulatedIntents = make([]string, len(req.Intents))
 					}
-					res.ReformulatedIntents[i-b2i(queryList)] = l.alt
+					res.ReformulatedIntents[l.intent] = l.alt
 				}
 			}
 		}
@@ -359,15 +371,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 			anyRanked = true
 			if fused[0].Confidence < minConf {
 				ranked[i] = nil
-				if !(queryList && i == 0) {
-					res.AbstainedIntents = append(res.AbstainedIntents, i-b2i(queryList))
+				if l.intent >= 0 {
+					res.AbstainedIntents = append(res.AbstainedIntents, l.intent)
 				}
 			}
-		}
-	}
-	if queryList && r.intentContext > 0 {
-		for i := 1; i < len(ranked); i++ {
-			ranked[i] = WithContext(ranked[i], ranked[0], r.intentContext)
 		}
 	}
 	merged := MergeFair(ranked, topK)
@@ -393,10 +400,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		}
 		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
 		for _, li := range m.Lists {
-			if queryList && li == 0 {
-				s.ForQuery = true
+			if in := lists[li].intent; in >= 0 {
+				s.Intents = append(s.Intents, in)
 			} else {
-				s.Intents = append(s.Intents, li-b2i(queryList))
+				s.ForQuery = true
 			}
 		}
 		if i, pinned := taken[m.ID]; pinned {
@@ -447,13 +454,6 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 		fused[i].Confidence = r.confidence.Confidence(fused[i], i+1)
 	}
 	return fused
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // rankText ranks one text inside the candidate set: the lexical and the
