@@ -75,6 +75,10 @@ type Scored struct {
 	// ForQuery: the query's ranked list reached this tool (always true for
 	// a ranked tool of a request without intents).
 	ForQuery bool
+	// Alternatives are near-duplicates of this tool on other servers that
+	// its ranked lists placed below it (names only; each is in the caller's
+	// candidate set), in rank order.
+	Alternatives []cards.Key
 	// Intents are the indices (into Request.Intents) of the intents whose
 	// ranked lists reached this tool, ascending.
 	Intents []int
@@ -239,9 +243,12 @@ func (r *Retriever) lists(req *Request) []textList {
 // low-confidence, reformulate its text once and rank again.
 func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
 	lists := r.lists(&req)
-	texts := make([]string, len(lists))
+	texts := make([]string, len(lists), len(lists)+1)
 	for i, l := range lists {
 		texts[i] = l.text
+	}
+	if strings.TrimSpace(req.Query) != "" {
+		texts = append(texts, req.Query) // the context of the other lists
 	}
 	vecs, err := r.embedQueries(ctx, texts)
 	if err != nil {
@@ -250,7 +257,11 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for i := range lists {
 		lists[i].vec = vecs[i]
 	}
-	res, low, err := r.answer(ctx, req, lists, topK, alpha)
+	var qctx *textList
+	if len(texts) > len(lists) {
+		qctx = &textList{intent: -1, text: req.Query, vec: vecs[len(lists)]}
+	}
+	res, low, err := r.answer(ctx, req, lists, qctx, topK, alpha)
 	if err != nil || req.NoReformulate {
 		return res, err
 	}
@@ -277,7 +288,7 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for j, i := range retry {
 		lists[i].altVec = altVecs[j]
 	}
-	res, _, err = r.answer(ctx, req, lists, topK, alpha)
+	res, _, err = r.answer(ctx, req, lists, qctx, topK, alpha)
 	return res, err
 }
 
@@ -301,7 +312,7 @@ func (r *Retriever) embedQueries(ctx context.Context, texts []string) ([][]float
 // answer runs steps 2–8 for the request's lists under one read lock, so the
 // candidate set, the rankings and the hydrated cards come from one view of
 // the catalogue. It also reports which lists ranked low-confidence.
-func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, topK int, alpha float64) (Result, []bool, error) {
+func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, qctx *textList, topK int, alpha float64) (Result, []bool, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 
@@ -327,13 +338,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 	res.MinConfidence = minConf
 	anyRanked := false
 	ranked := make([][]Fused, len(lists))
+	alts := map[string][]string{} // ID → its near-duplicates' IDs
 	for i, l := range lists {
 		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
-		if l.context && r.queryContext > 0 {
+		if l.context && qctx != nil && r.queryContext > 0 {
 			// An intent is ranked with the query as its context: the
 			// query's words at a lower weight, its vector blended in.
-			parts = append(parts, WeightedText{Text: lists[0].text, Weight: r.queryContext})
-			vec = blend(l.vec, lists[0].vec, r.queryContext)
+			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
+			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
 		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha)
 		if err != nil {
@@ -366,6 +378,12 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		if r.serverPrior > 0 && !req.Mode.single() {
 			fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
 		}
+		if !req.Mode.single() {
+			fused = liftServers(fused, r.serverLift(ctx, filter, candidates, parts, vec), candidates)
+		}
+		if r.collapse {
+			fused = collapseList(fused, candidates, alts)
+		}
 		ranked[i] = r.confident(fused)
 		if len(fused) > 0 {
 			anyRanked = true
@@ -393,12 +411,24 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
+	placed := make(map[string]bool, len(merged))
+	for _, m := range merged {
+		placed[m.ID] = true
+	}
 	for _, m := range merged {
 		e := candidates[m.ID]
 		if e == nil { // never happens: both legs search inside the set
 			continue
 		}
 		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
+		for _, id := range alts[m.ID] {
+			if _, shown := taken[id]; shown || placed[id] {
+				continue
+			}
+			if a := candidates[id]; a != nil {
+				s.Alternatives = append(s.Alternatives, a.card.Key())
+			}
+		}
 		for _, li := range m.Lists {
 			if in := lists[li].intent; in >= 0 {
 				s.Intents = append(s.Intents, in)

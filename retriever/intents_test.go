@@ -205,3 +205,62 @@ func TestMinConfidenceAbstains(t *testing.T) {
 		}
 	}
 }
+
+func TestCollapseNearDuplicates(t *testing.T) {
+	cs := []cards.Card{
+		card("filesystem", "read_file", "Read the complete contents of a file from the file system."),
+		card("desktop-commander", "read_file", "Read the contents of a file from the file system or a URL."),
+		card("playwright", "playwright_click", "Click an element on the page."),
+		card("puppeteer", "puppeteer_click", "Click an element on the page.", "browser:admin"),
+		card("github", "search", "Search code in repositories."),
+		card("support", "search", "Search support tickets by customer."),
+		card("filesystem", "write_file", "Create a new file or overwrite an existing file."),
+	}
+	r := newRetriever(t, newStore(t, cs...), nil)
+	alts := func(s retriever.Scored) []string {
+		var out []string
+		for _, k := range s.Alternatives {
+			out = append(out, k.Server+"/"+k.Name)
+		}
+		return out
+	}
+	res := discover(t, r, retriever.Request{Caller: admin, Query: "read the contents of a file", TopK: 5})
+	first := names(res)[0]
+	var other string
+	switch first {
+	case "filesystem/read_file":
+		other = "desktop-commander/read_file"
+	case "desktop-commander/read_file":
+		other = "filesystem/read_file"
+	default:
+		t.Fatalf("best %s; want one of the read_file tools", first)
+	}
+	if slices.Contains(names(res), other) || !slices.Equal(alts(res.Tools[0]), []string{other}) {
+		t.Errorf("%v, alternatives %v: want %s collapsed into the first slot", names(res), alts(res.Tools[0]), other)
+	}
+	// Same name once the servers' words go: playwright_click ~
+	// puppeteer_click; but only for a caller who may use both.
+	res = discover(t, r, retriever.Request{Caller: admin, Query: "click an element on the page", TopK: 5})
+	if n := names(res); len(res.Tools[0].Alternatives) != 1 || slices.Contains(n, "playwright/playwright_click") && slices.Contains(n, "puppeteer/puppeteer_click") {
+		t.Errorf("admin: %v, alternatives %v", n, alts(res.Tools[0]))
+	}
+	res = discover(t, r, retriever.Request{Caller: caller(), Query: "click an element on the page", TopK: 5})
+	for _, s := range res.Tools {
+		for _, a := range alts(s) {
+			if a == "puppeteer/puppeteer_click" {
+				t.Errorf("a caller without browser:admin sees %s named as an alternative", a)
+			}
+		}
+	}
+	// Same name, different tools (summaries differ): both rank.
+	res = discover(t, r, retriever.Request{Caller: admin, Query: "search", TopK: 5})
+	if n := names(res); !slices.Contains(n, "github/search") || !slices.Contains(n, "support/search") {
+		t.Errorf("search: %v; two different search tools must both rank", n)
+	}
+	// Off: every tool ranks on its own.
+	off := newRetrieverWith(t, newStore(t, cs...), retriever.WithCollapse(false))
+	res = discover(t, off, retriever.Request{Caller: admin, Query: "read the contents of a file", TopK: 5})
+	if n := names(res); !slices.Contains(n, "filesystem/read_file") || !slices.Contains(n, "desktop-commander/read_file") {
+		t.Errorf("collapse off: %v", n)
+	}
+}

@@ -86,6 +86,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Confidence:    t.Scores.Confidence,
 			Intents:       int32s(t.Intents),
 			ForQuery:      t.ForQuery,
+			Alternatives:  refs(t.Alternatives),
 		})
 		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
 		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
@@ -124,6 +125,14 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		}
 	}
 	return out, nil
+}
+
+func refs(ks []cards.Key) []*pb.ToolRef {
+	var out []*pb.ToolRef
+	for _, k := range ks {
+		out = append(out, &pb.ToolRef{Server: k.Server, Name: k.Name})
+	}
+	return out
 }
 
 func int32s(xs []int) []int32 {

@@ -290,7 +290,11 @@ type DiscoveredTool struct {
 	// ranked lists reached this tool.
 	Intents []int32 `protobuf:"varint,8,rep,packed,name=intents,proto3" json:"intents,omitempty"`
 	// The query's ranked list reached this tool.
-	ForQuery      bool `protobuf:"varint,9,opt,name=for_query,json=forQuery,proto3" json:"for_query,omitempty"`
+	ForQuery bool `protobuf:"varint,9,opt,name=for_query,json=forQuery,proto3" json:"for_query,omitempty"`
+	// Near-duplicates of this tool on other servers (same name once the
+	// servers' own words are taken out, similar summary), ranked below it:
+	// names only, each one the caller may use. Describe one to get it.
+	Alternatives  []*ToolRef `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -386,6 +390,13 @@ func (x *DiscoveredTool) GetForQuery() bool {
 		return x.ForQuery
 	}
 	return false
+}
+
+func (x *DiscoveredTool) GetAlternatives() []*ToolRef {
+	if x != nil {
+		return x.Alternatives
+	}
+	return nil
 }
 
 type TokenEstimate struct {
@@ -1227,7 +1238,7 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\bsemantic\x18\x02 \x01(\x01R\bsemantic\x12\x14\n" +
 	"\x05fused\x18\x03 \x01(\x01R\x05fused\x12!\n" +
 	"\flexical_rank\x18\x04 \x01(\x05R\vlexicalRank\x12#\n" +
-	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xa6\x02\n" +
+	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xde\x02\n" +
 	"\x0eDiscoveredTool\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12)\n" +
 	"\x06scores\x18\x02 \x01(\v2\x11.cardex.v1.ScoresR\x06scores\x12%\n" +
@@ -1239,7 +1250,9 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"confidence\x18\a \x01(\x01R\n" +
 	"confidence\x12\x18\n" +
 	"\aintents\x18\b \x03(\x05R\aintents\x12\x1b\n" +
-	"\tfor_query\x18\t \x01(\bR\bforQuery\"y\n" +
+	"\tfor_query\x18\t \x01(\bR\bforQuery\x126\n" +
+	"\falternatives\x18\n" +
+	" \x03(\v2\x12.cardex.v1.ToolRefR\falternatives\"y\n" +
 	"\rTokenEstimate\x12)\n" +
 	"\x10shortlist_tokens\x18\x01 \x01(\x03R\x0fshortlistTokens\x12%\n" +
 	"\x0ecatalog_tokens\x18\x02 \x01(\x03R\rcatalogTokens\x12\x16\n" +
@@ -1353,32 +1366,33 @@ var file_cardex_v1_discovery_proto_depIdxs = []int32{
 	16, // 1: cardex.v1.DiscoverToolsRequest.always_load:type_name -> cardex.v1.ToolRef
 	17, // 2: cardex.v1.DiscoveredTool.card:type_name -> cardex.v1.Card
 	2,  // 3: cardex.v1.DiscoveredTool.scores:type_name -> cardex.v1.Scores
-	3,  // 4: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
-	4,  // 5: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
-	15, // 6: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
-	7,  // 7: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	15, // 8: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
-	17, // 9: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
-	15, // 10: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
-	0,  // 11: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
-	16, // 12: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
-	15, // 13: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
-	16, // 14: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
-	1,  // 15: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
-	6,  // 16: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
-	9,  // 17: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
-	11, // 18: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
-	13, // 19: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
-	5,  // 20: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
-	8,  // 21: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
-	10, // 22: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
-	12, // 23: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
-	14, // 24: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 4: cardex.v1.DiscoveredTool.alternatives:type_name -> cardex.v1.ToolRef
+	3,  // 5: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
+	4,  // 6: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
+	15, // 7: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
+	7,  // 8: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	15, // 9: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
+	17, // 10: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
+	15, // 11: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
+	0,  // 12: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
+	16, // 13: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
+	15, // 14: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
+	16, // 15: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
+	1,  // 16: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
+	6,  // 17: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
+	9,  // 18: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
+	11, // 19: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
+	13, // 20: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
+	5,  // 21: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
+	8,  // 22: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
+	10, // 23: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
+	12, // 24: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
+	14, // 25: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_discovery_proto_init() }
