@@ -110,7 +110,7 @@ func (b *InProcess) Register(ctx context.Context, cat *Catalog) error {
 	if err != nil {
 		return err
 	}
-	return b.ret.SetServers(ctx, cat.Servers)
+	return b.ret.SetServers(cat.Servers)
 }
 
 // Discover implements Backend.

@@ -89,6 +89,8 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 
 		lexWeights:    DefaultLexicalWeights(),
 		serverPrior:   DefaultServerPrior,
+		serverBoost:   DefaultServerBoost,
+		queryContext:  DefaultQueryContext,
 		collapse:      DefaultCollapse,
 		minCoverage:   DefaultMinCoverage,
 		minCosine:     DefaultMinCosine,
@@ -103,7 +105,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		return nil, err
 	}
 	r.lex = lex
-	if r.srv, err = newServerIndex(emb.Dim()); err != nil {
+	if r.srv, err = newServerIndex(); err != nil {
 		lex.Close()
 		return nil, err
 	}

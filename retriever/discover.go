@@ -27,10 +27,6 @@ const (
 	// (docs/EVAL.md), because RRF gives a weak leg's rank the same weight
 	// as a strong one's.
 	DefaultFusion = FusionRelative
-	// DefaultServerPrior is the weight of the server prior (ServerPrior),
-	// off: it lifted livemcpbench's multi-step tasks but pushed unrelated
-	// siblings of a strong match into shortlists (docs/EVAL.md).
-	DefaultServerPrior = 0.0
 	// LegDepth is how many hits each leg contributes to fusion, whatever
 	// top_k is: fused ranks depend on the depth, so a fixed depth makes every
 	// shortlist a prefix of one ranking (top_k 3 is the head of top_k 50).
@@ -375,16 +371,16 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			}
 		}
 		res.LowConfidence = res.LowConfidence || low[i]
-		if r.serverPrior > 0 && !req.Mode.single() {
-			fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
-		}
+		// Confidence is a tool's own evidence, set before the server lift
+		// re-ranks the list (the lift never changes the list's best).
+		fused = r.confident(fused)
 		if !req.Mode.single() {
-			fused = liftServers(fused, r.serverLift(ctx, filter, candidates, parts, vec), candidates)
+			fused = liftServers(fused, r.serverLift(filter, candidates, parts, fused), candidates)
 		}
 		if r.collapse {
 			fused = collapseList(fused, candidates, alts)
 		}
-		ranked[i] = r.confident(fused)
+		ranked[i] = fused
 		if len(fused) > 0 {
 			anyRanked = true
 			if fused[0].Confidence < minConf {

@@ -159,26 +159,3 @@ func sortFused(out []Fused) {
 		return cmp.Compare(a.ID, b.ID)
 	})
 }
-
-// ServerPrior adds gamma × the best score among the fused cards of the same
-// server to every card's score, and re-sorts (score descending, then ID):
-// tools of a server with a strong match are likely needed together. Inputs
-// are not modified. server maps an ID to its server.
-func ServerPrior(fused []Fused, server func(id string) string, gamma float64) []Fused {
-	out := slices.Clone(fused)
-	if gamma == 0 || len(out) == 0 {
-		return out
-	}
-	best := map[string]float64{}
-	for _, f := range fused {
-		s := server(f.ID)
-		if v, ok := best[s]; !ok || f.Score > v {
-			best[s] = f.Score
-		}
-	}
-	for i := range out {
-		out[i].Score += gamma * best[server(out[i].ID)]
-	}
-	sortFused(out)
-	return out
-}

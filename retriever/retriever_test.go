@@ -1290,9 +1290,11 @@ func legsOf(res retriever.Result) (lex, sem []retriever.Hit) {
 }
 
 func TestFusionModes(t *testing.T) {
-	// The fusion functions alone: the server prior, applied after them, is
-	// off here (TestServerPrior covers it).
-	r, err := retriever.New(context.Background(), newStore(t, synthCatalogue(30, 8, acme)...), embed.NewHashed(embed.DefaultDim), nil, retriever.WithServerPrior(0))
+	// The fusion functions alone: the server lift and the collapsing of
+	// near-duplicates, applied after them, are off here (TestLiftServers,
+	// TestCollapseNearDuplicates cover them).
+	r, err := retriever.New(context.Background(), newStore(t, synthCatalogue(30, 8, acme)...), embed.NewHashed(embed.DefaultDim), nil,
+		retriever.WithServerPrior(0), retriever.WithServerBoost(0), retriever.WithCollapse(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,71 +1,71 @@
 package retriever
 
 import (
-	"context"
-	"fmt"
-	"math"
-	"os"
-	"strings"
-
 	"github.com/seed0cff8200/cardex/cards"
 )
 
-// Server evidence: a server entry (cards.ServerInfo: its name, title and
-// description) is indexed like a card, lexically and semantically, and a
-// ranked text that matches a server strongly lifts that server's tools. The
-// lift is bounded: it never takes a tool above the best tool of the list on
-// its own evidence, and it never applies to a tool marked destructive, so
-// nothing dangerous is surfaced on its neighbours' strength.
+// Server evidence. A ranked list lifts the tools of the servers it matches
+// strongly, because the tools a task needs often come from one server (a
+// route needs geocoding and directions from the same map server). Two kinds
+// of evidence say that a server matches a text:
 //
-// A server counts only when the caller may see at least one of its tools,
-// and its statistics are those of such servers alone, so a server entry
-// whose tools the caller cannot see changes nothing.
+//   - its tools: the server's best tool in the list, as a share of the
+//     list's best score (weighted by WithServerPrior);
+//   - its server entry (cards.ServerInfo: name, title and description),
+//     indexed lexically like a card: the IDF-weighted share of the text's
+//     terms the entry matches (weighted by WithServerBoost), so that a text
+//     naming a server ("the 12306 tickets") lifts it.
+//
+// The lift is bounded (liftServers): a tool moves towards the list's best
+// score by its server's lift, at most maxLift of the way, so it never passes
+// the best tool on its own evidence and a server's tools keep their order;
+// a tool marked destructive is never lifted, so nothing dangerous surfaces on
+// its neighbours' strength. A server entry counts only when the caller may
+// use at least one of its tools, and its statistics are those of such
+// entries alone: an entry whose tools the caller cannot see changes nothing.
 
-// DefaultServerBoost is the weight of server evidence (WithServerBoost).
-const DefaultServerBoost = 0.0
+// Defaults of the server evidence, measured on ../shared/eval
+// (docs/EVAL.md).
+const (
+	DefaultServerPrior = 0.7
+	DefaultServerBoost = 0.6
+	// maxLift bounds a lift below 1, so that a lifted tool never reaches
+	// the list's best score.
+	maxLift = 0.9
+)
 
-// WithServerBoost sets the weight of the server evidence (0 turns it off).
+// WithServerPrior sets the weight of a server's best tool as evidence for
+// its other tools (0 turns it off).
+func WithServerPrior(w float64) Option { return func(r *Retriever) { r.serverPrior = w } }
+
+// WithServerBoost sets the weight of server-entry matches (0 turns them off).
 func WithServerBoost(w float64) Option { return func(r *Retriever) { r.serverBoost = w } }
 
-// serverIndex holds the server entries of every tenant.
+// serverIndex holds the server entries of every tenant, lexically.
 type serverIndex struct {
 	lex  *LexicalIndex
-	vec  *MemoryVectors
 	info map[string]cards.ServerInfo // DocID(ServerKey) → entry
 }
 
-func newServerIndex(dim int) (*serverIndex, error) {
+func newServerIndex() (*serverIndex, error) {
 	lex, err := NewLexicalIndexWithWeights(LexicalWeights{Name: 3, Summary: 2, Description: 1})
 	if err != nil {
 		return nil, err
 	}
-	return &serverIndex{lex: lex, vec: NewMemoryVectors(dim), info: map[string]cards.ServerInfo{}}, nil
+	return &serverIndex{lex: lex, info: map[string]cards.ServerInfo{}}, nil
 }
 
 func (x *serverIndex) close() error { return x.lex.Close() }
 
-// serverText is the text a server entry is embedded from.
-func serverText(s *cards.ServerInfo) string {
-	parts := []string{SplitIdentifiers(s.Name), s.Title, s.Description}
-	var out []string
-	for _, p := range parts {
-		if strings.TrimSpace(p) != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, ". ")
-}
-
-// UpsertServers indexes server entries (replacing entries with the same
-// key) and drops the entries named by remove. Call with r.mu held for
-// writing; vectors are computed by the caller.
-func (x *serverIndex) upsert(ss []cards.ServerInfo, vecs [][]float32, remove []cards.Key) error {
+// update indexes server entries (replacing those with the same key) and
+// drops the entries named by remove (server keys). Call with r.mu held for
+// writing.
+func (x *serverIndex) update(ss []cards.ServerInfo, remove []cards.Key) error {
 	var ids []string
 	for _, k := range remove {
 		id := DocID(cards.ServerKey(k.Tenant, k.Server))
 		ids = append(ids, id)
 		delete(x.info, id)
-		x.vec.Delete(id)
 	}
 	if err := x.lex.Delete(ids); err != nil {
 		return err
@@ -75,93 +75,66 @@ func (x *serverIndex) upsert(ss []cards.ServerInfo, vecs [][]float32, remove []c
 		id := DocID(cards.ServerKey(s.Tenant, s.Name))
 		docs[i] = LexicalDoc{ID: id, Tenant: s.Tenant, Name: s.Name, Summary: s.Title, Description: s.Description}
 		x.info[id] = s
-		if vecs[i] != nil {
-			if err := x.vec.Upsert(id, s.Tenant, vecs[i]); err != nil {
-				return err
-			}
-		}
 	}
 	return x.lex.Upsert(docs)
 }
 
-// SetServers indexes server entries: the view's copy of the store's server
-// catalogue. Entries replace those with the same (tenant, name).
-func (r *Retriever) SetServers(ctx context.Context, ss []cards.ServerInfo) error {
-	texts := make([]string, len(ss))
-	for i := range ss {
-		texts[i] = serverText(&ss[i])
-	}
-	vecs := make([][]float32, len(ss))
-	if len(ss) > 0 {
-		v, err := r.emb.Embed(ctx, texts)
-		if err != nil {
-			return fmt.Errorf("embed servers: %w", err)
-		}
-		copy(vecs, v)
-	}
+// SetServers indexes server entries, replacing those with the same (tenant,
+// name). (The view follows the store's server entries; this is for a view
+// without them, such as an evaluation's.)
+func (r *Retriever) SetServers(ss []cards.ServerInfo) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.srv.upsert(ss, vecs, nil)
+	return r.srv.update(ss, nil)
 }
 
-// serverLift returns, for one ranked text, the lift of each visible server
-// (by server name): w × its strength, the server's match as a calibrated
-// confidence of the server entry (see ConfidenceModel), kept only when the
-// entry matched lexically. Call with r.mu held.
-func (r *Retriever) serverLift(ctx context.Context, filter Filter, candidates map[string]*entry, text []WeightedText, qvec []float32) map[string]float64 {
-	if r.serverBoost <= 0 || len(r.srv.info) == 0 {
+// serverLift returns the lift of each server (by name) for one ranked list:
+// the server prior × its best tool's share of the list's best score, plus
+// the server boost × its entry's lexical evidence for text. Call with r.mu
+// held.
+func (r *Retriever) serverLift(filter Filter, candidates map[string]*entry, text []WeightedText, fused []Fused) map[string]float64 {
+	if len(fused) == 0 || !(fused[0].Score > 0) {
 		return nil
 	}
-	visible := map[string]bool{}
-	for _, e := range candidates {
-		visible[e.card.Server] = true
+	out := map[string]float64{}
+	if r.serverPrior > 0 {
+		for _, f := range fused {
+			if e := candidates[f.ID]; e != nil {
+				out[e.card.Server] = max(out[e.card.Server], r.serverPrior*f.Score/fused[0].Score)
+			}
+		}
 	}
+	if r.serverBoost <= 0 || len(r.srv.info) == 0 {
+		return out
+	}
+	visible := map[string]bool{}
 	var ids []string
-	for s := range visible {
-		id := DocID(cards.ServerKey(filter.Tenant, s))
-		if _, ok := r.srv.info[id]; ok {
-			ids = append(ids, id)
+	for _, e := range candidates {
+		if s := e.card.Server; !visible[s] {
+			visible[s] = true
+			if id := DocID(cards.ServerKey(filter.Tenant, s)); r.srv.info[id].Name != "" {
+				ids = append(ids, id)
+			}
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return out
 	}
-	f := Filter{Tenant: filter.Tenant, IDs: ids}
-	lex, err := r.srv.lex.SearchWeighted(text, f, len(ids))
-	if err != nil || len(lex) == 0 {
-		return nil
+	hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: filter.Tenant, IDs: ids}, len(ids))
+	if err != nil {
+		r.log.Warn("server entry search failed", "err", err)
+		return out
 	}
-	var sem []Hit
-	if qvec != nil {
-		sem, _ = r.srv.vec.Search(qvec, f, len(ids))
-	}
-	cos := map[string]float64{}
-	for _, h := range sem {
-		cos[h.ID] = h.Score
-	}
-	out := map[string]float64{}
-	for _, h := range lex {
+	for _, h := range hits {
 		k, _ := ParseDocID(h.ID)
-		var strength float64
-		switch os.Getenv("SBMODE") {
-		case "ev":
-			strength = h.Evidence
-		case "cov":
-			strength = h.Coverage
-		case "evcos":
-			strength = (h.Evidence + math.Max(0, cos[h.ID])) / 2
-		default:
-			strength = h.Evidence * math.Max(0, cos[h.ID])
-		}
-		if strength > 0 {
-			out[k.Server] = r.serverBoost * strength
-		}
+		out[k.Server] += r.serverBoost * h.Evidence
 	}
 	return out
 }
 
-// liftServers adds each tool's server lift to its score, capped just under
-// the list's best own score, leaving destructive tools alone, and re-sorts.
+// liftServers moves each tool's score towards the list's best score by its
+// server's lift: score + (best − score) × min(lift, maxLift). Destructive
+// tools are not lifted. The result is re-sorted; fused is not modified.
 func liftServers(fused []Fused, lift map[string]float64, candidates map[string]*entry) []Fused {
 	if len(lift) == 0 || len(fused) == 0 {
 		return fused
@@ -171,14 +144,12 @@ func liftServers(fused []Fused, lift map[string]float64, candidates map[string]*
 	copy(out, fused)
 	for i := range out {
 		e := candidates[out[i].ID]
-		if e == nil {
+		if e == nil || isDestructive(&e.card) {
 			continue
 		}
-		l := lift[e.card.Server]
-		if l == 0 || isDestructive(&e.card) || out[i].Score >= top {
-			continue
+		if l := min(lift[e.card.Server], maxLift); l > 0 && out[i].Score < top {
+			out[i].Score += (top - out[i].Score) * l
 		}
-		out[i].Score = math.Min(out[i].Score+l, math.Nextafter(top, math.Inf(-1)))
 	}
 	sortFused(out)
 	return out

@@ -23,7 +23,8 @@ func evalCmd() *cobra.Command {
 		addr, token, out, misses, fusion, encoding, tenant string
 		fromLog                                            string
 		topK, workers                                      int
-		alpha, serverPrior                                 float64
+		alpha, serverPrior, serverBoost, queryContext      float64
+		decompose, noCollapse, strictAlternatives          bool
 		split, noReformulate, warm, fitConfidence          bool
 		noAbstention                                       bool
 		ef                                                 embedderFlags
@@ -79,7 +80,7 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			var backend eval.Backend
 			var ropts []retriever.Option
 			if addr != "" {
-				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim"} {
+				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim", "server-prior", "server-boost", "query-context", "decompose", "no-collapse", "fit-confidence"} {
 					if cmd.Flags().Changed(name) {
 						return fmt.Errorf("--%s is for in-process runs; with --addr the server's own configuration is measured", name)
 					}
@@ -100,6 +101,18 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				if cmd.Flags().Changed("server-prior") {
 					ropts = append(ropts, retriever.WithServerPrior(serverPrior))
 				}
+				if cmd.Flags().Changed("server-boost") {
+					ropts = append(ropts, retriever.WithServerBoost(serverBoost))
+				}
+				if cmd.Flags().Changed("query-context") {
+					ropts = append(ropts, retriever.WithQueryContext(queryContext))
+				}
+				if decompose {
+					ropts = append(ropts, retriever.WithDecompose(true))
+				}
+				if noCollapse {
+					ropts = append(ropts, retriever.WithCollapse(false))
+				}
 				backend = eval.NewInProcess(emb, ropts...)
 				if warm {
 					return runWarm(cmd, d, emb, eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
@@ -107,7 +120,8 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				}
 			}
 			defer backend.Close()
-			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers, NoReformulate: noReformulate}
+			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers, NoReformulate: noReformulate,
+				StrictAlternatives: strictAlternatives}
 			if cmd.Flags().Changed("alpha") {
 				o.Alpha, o.AlphaSet = alpha, true
 			}
@@ -173,7 +187,12 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
 	f.StringVar(&fromLog, "from-log", "", "instead of evaluating: turn the misses recorded in a feedback log (DATA_DIR/feedback.jsonl) into queries.jsonl rows on stdout, for a person to review")
-	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of the server prior (a strong match lifts its server's other tools; off in the service)")
+	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of a server's best tool as evidence for its other tools (0: off)")
+	f.Float64Var(&serverBoost, "server-boost", retriever.DefaultServerBoost, "in-process: weight of server-entry matches (servers.jsonl) as evidence for a server's tools (0: off)")
+	f.Float64Var(&queryContext, "query-context", retriever.DefaultQueryContext, "in-process: weight of the query in each intent's ranking (0: intents ranked alone)")
+	f.BoolVar(&decompose, "decompose", false, "in-process: split a query-only request into its parts (sentences, \"then\", \"and\") and rank them like intents")
+	f.BoolVar(&noCollapse, "no-collapse", false, "in-process: do not collapse near-duplicate tools into one slot")
+	f.BoolVar(&strictAlternatives, "strict-alternatives", false, "score a slot by its tool alone, not by the near-duplicates it names as alternatives")
 	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
 	f.BoolVar(&fitConfidence, "fit-confidence", false, "instead of evaluating: fit the confidence model (logistic, each dataset weighted equally) on the labelled datasets DIR... with the current embedder, and print it with its calibration")
 	f.BoolVar(&noAbstention, "no-abstention", false, "in-process: skip the out-of-catalogue (abstention) experiment")
