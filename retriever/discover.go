@@ -98,7 +98,8 @@ type Result struct {
 	// text that was ranked instead of it ("" where the intent was kept).
 	ReformulatedIntents []string
 	// Abstained: candidates were ranked but no list's best tool reached
-	// the minimum confidence, so no ranked tool is returned (pins still
+	// the minimum confidence (a list that ranked nothing reached none), so
+	// no ranked tool is returned (pins still
 	// are). AbstainedIntents says which intents' lists did not reach it.
 	Abstained        bool
 	AbstainedIntents []int
@@ -312,7 +313,6 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		minConf = *req.MinConfidence
 	}
 	res.MinConfidence = minConf
-	anyRanked := false
 	ranked := make([][]Fused, len(lists))
 	queryList := strings.TrimSpace(req.Query) != ""
 	for i, l := range lists {
@@ -355,13 +355,11 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 			fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
 		}
 		ranked[i] = r.confident(fused)
-		if len(fused) > 0 {
-			anyRanked = true
-			if fused[0].Confidence < minConf {
-				ranked[i] = nil
-				if !(queryList && i == 0) {
-					res.AbstainedIntents = append(res.AbstainedIntents, i-b2i(queryList))
-				}
+		// A list that ranked nothing reached no minimum either.
+		if len(fused) == 0 || fused[0].Confidence < minConf {
+			ranked[i] = nil
+			if !(queryList && i == 0) {
+				res.AbstainedIntents = append(res.AbstainedIntents, i-b2i(queryList))
 			}
 		}
 	}
@@ -371,7 +369,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		}
 	}
 	merged := MergeFair(ranked, topK)
-	res.Abstained = anyRanked && len(merged) == 0
+	res.Abstained = len(merged) == 0
 
 	// 6. Pins first, authorized like everything else; then the merged list.
 	taken := map[string]int{}

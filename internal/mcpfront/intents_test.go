@@ -255,8 +255,16 @@ func TestSearchToolsNoMatch(t *testing.T) {
 	// The confidences the default retriever gives both texts' best tools;
 	// the server's minimum goes between them.
 	ctx := context.Background()
-	_, probe := frontWith(t, catalogue)
+	probeURL, probe := frontWith(t, catalogue)
 	admin := retriever.Caller{Tenant: "acme", Subject: "admin", Scopes: []string{"*"}}
+	// Without a minimum, a text that ranks nothing at all is no match
+	// too, whether it comes as the query or as intents.
+	pcs := mustConnect(t, probeURL, adminToken)
+	for _, args := range []map[string]any{{"query": "!!!"}, {"intents": []string{"!!!"}}, {"query": "!!!", "intents": []string{"!!!", "?!"}}} {
+		if _, _, text := search(t, pcs, args); text != noMatchText {
+			t.Errorf("search_tools(%v) without a minimum = %q, want %q", args, text, noMatchText)
+		}
+	}
 	best := func(q string) float64 {
 		res, err := probe.Discover(ctx, retriever.Request{Caller: admin, Query: q, TopK: 1})
 		if err != nil || len(res.Tools) != 1 {

@@ -378,3 +378,44 @@ func TestIntentsTenantIsolation(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverToolsNothingRankedAbstains: a text that ranks no tool at all
+// (no term in any card, no positive cosine) has not reached any minimum
+// either: its list is abstained on, like a list whose best is too weak, so
+// every surface can say "no tool matches" instead of handing back an empty
+// list without a word.
+func TestDiscoverToolsNothingRankedAbstains(t *testing.T) {
+	e := newEnv(t, envOptions{cards: acmeCards(t)})
+	c := supportCaller()
+	const nothing = "!!!"
+	if res := e.discover(t, &pb.DiscoverToolsRequest{Caller: c, Query: nothing, TopK: 50}); len(res.GetTools()) != 0 || res.GetCandidateCount() != 18 {
+		t.Fatalf("precondition: %q ranks %v of %d candidates; want nothing of 18", nothing, toolNames(res.GetTools()), res.GetCandidateCount())
+	}
+	for _, tc := range []struct {
+		name          string
+		req           *pb.DiscoverToolsRequest
+		abstained     bool
+		intents       []int32
+		answeredByOne bool // every returned tool answers intent 0 only
+	}{
+		{"query", &pb.DiscoverToolsRequest{Caller: c, Query: nothing}, true, nil, false},
+		{"intent", &pb.DiscoverToolsRequest{Caller: c, Intents: []string{nothing}}, true, []int32{0}, false},
+		{"query and intent", &pb.DiscoverToolsRequest{Caller: c, Query: nothing, Intents: []string{nothing, nothing + "?"}, MinConfidence: f64(0)}, true, []int32{0, 1}, false},
+		{"one intent of two", &pb.DiscoverToolsRequest{Caller: c, Intents: []string{"where is my package", nothing}, TopK: 50}, false, []int32{1}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := e.discover(t, tc.req)
+			if res.GetAbstained() != tc.abstained || !slices.Equal(res.GetAbstainedIntents(), tc.intents) {
+				t.Errorf("abstained %v, abstained_intents %v; want %v, %v", res.GetAbstained(), res.GetAbstainedIntents(), tc.abstained, tc.intents)
+			}
+			if tc.abstained && len(res.GetTools()) != 0 {
+				t.Errorf("abstained with tools %v", toolNames(res.GetTools()))
+			}
+			for _, x := range res.GetTools() {
+				if tc.answeredByOne && !slices.Equal(x.GetIntents(), []int32{0}) {
+					t.Errorf("%s answers %v", fmtTool(x), x.GetIntents())
+				}
+			}
+		})
+	}
+}
