@@ -181,6 +181,11 @@ func TestDiscoverAndToolsSearchIntents(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "no tool matches well enough (min confidence 1.00)") || strings.Contains(out, "TOOL") {
 			t.Errorf("--min-confidence 1: exit %d\n%s", code, out)
 		}
+		// Nothing ranked at all, without a minimum: no advice to lower it.
+		out, _, code = discover("--intent", "!!!")
+		if code != 0 || !strings.Contains(out, "no tool matches: rephrase the request") || strings.Contains(out, "--min-confidence") {
+			t.Errorf("an intent that ranks nothing: exit %d\n%s", code, out)
+		}
 		// Only one intent under the minimum: the answer names it.
 		const nonsense = "zebra xylophone quasar"
 		strong := discoverJ("--intent", intents[0], "--top-k", "1").Tools[0].Confidence
