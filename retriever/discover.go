@@ -98,7 +98,8 @@ type Result struct {
 	// text that was ranked instead of it ("" where the intent was kept).
 	ReformulatedIntents []string
 	// Abstained: candidates were ranked but no list's best tool reached
-	// the minimum confidence, so no ranked tool is returned (pins still
+	// the minimum confidence (a list that ranked nothing reached none), so
+	// no ranked tool is returned (pins still
 	// are). AbstainedIntents says which intents' lists did not reach it.
 	Abstained        bool
 	AbstainedIntents []int
@@ -332,7 +333,6 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		minConf = *req.MinConfidence
 	}
 	res.MinConfidence = minConf
-	anyRanked := false
 	ranked := make([][]Fused, len(lists))
 	alts := map[string][]string{} // ID → its near-duplicates' IDs
 	for i, l := range lists {
@@ -381,18 +381,16 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			fused = collapseList(fused, candidates, alts)
 		}
 		ranked[i] = fused
-		if len(fused) > 0 {
-			anyRanked = true
-			if fused[0].Confidence < minConf {
-				ranked[i] = nil
-				if l.intent >= 0 {
-					res.AbstainedIntents = append(res.AbstainedIntents, l.intent)
-				}
+		// A list that ranked nothing reached no minimum either.
+		if len(fused) == 0 || fused[0].Confidence < minConf {
+			ranked[i] = nil
+			if l.intent >= 0 {
+				res.AbstainedIntents = append(res.AbstainedIntents, l.intent)
 			}
 		}
 	}
 	merged := MergeFair(ranked, topK)
-	res.Abstained = anyRanked && len(merged) == 0
+	res.Abstained = len(merged) == 0
 
 	// 6. Pins first, authorized like everything else; then the merged list.
 	taken := map[string]int{}

@@ -88,7 +88,9 @@ context of every part.`,
 					fmt.Printf("intent %d: %s\n", i+1, in)
 				}
 			}
-			if resp.Abstained {
+			if resp.Abstained && resp.MinConfidence == 0 {
+				fmt.Println("\nno tool matches: rephrase the request, or give its parts with --intent")
+			} else if resp.Abstained {
 				fmt.Printf("\nno tool matches well enough (min confidence %.2f): rephrase the request, or lower --min-confidence\n", resp.MinConfidence)
 			} else if len(resp.AbstainedIntents) > 0 {
 				var which []string

@@ -56,7 +56,7 @@ func Tools() []*mcp.Tool {
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
 				`"intents":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":200},"description":"The steps of a multi-step task, one short sentence each (at most 8), e.g. [\"create a word document\", \"convert it to PDF\"]. Each step is searched on its own and the results are merged, each step's best tool first; each result lists the steps it answers (0-based)."},` +
 				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."}},` +
-				`"required":["query"],"additionalProperties":false}`),
+				`"additionalProperties":false}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 		},
 		{
