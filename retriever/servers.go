@@ -1,6 +1,8 @@
 package retriever
 
 import (
+	"math"
+
 	"github.com/seed0cff8200/cardex/cards"
 )
 
@@ -132,23 +134,37 @@ func (r *Retriever) serverLift(filter Filter, candidates map[string]*entry, text
 	return out
 }
 
-// liftServers moves each tool's score towards the list's best score by its
-// server's lift: score + (best − score) × min(lift, maxLift). Destructive
-// tools are not lifted. The result is re-sorted; fused is not modified.
+// directConfidence is the confidence from which a tool is a direct match of
+// its list: a lifted tool never passes a direct match ranked above it.
+const directConfidence = 0.1
+
+// liftServers moves each tool's score towards a target by its server's lift:
+// score + (target − score) × min(lift, maxLift). The target is the list's
+// best score for a direct match (confidence at least directConfidence), and
+// for any other tool the lowest score of the direct matches ranked above
+// it, so a tool that is not a direct match on its own evidence never passes
+// one. Destructive tools are not lifted. fused must carry confidences; it is
+// not modified, and the result is re-sorted.
 func liftServers(fused []Fused, lift map[string]float64, candidates map[string]*entry) []Fused {
 	if len(lift) == 0 || len(fused) == 0 {
 		return fused
 	}
-	top := fused[0].Score
 	out := make([]Fused, len(fused))
 	copy(out, fused)
+	floor := fused[0].Score // the lowest score of a direct match so far
 	for i := range out {
-		e := candidates[out[i].ID]
-		if e == nil || isDestructive(&e.card) {
-			continue
+		f := &out[i]
+		target := floor
+		if f.Confidence >= directConfidence {
+			target = fused[0].Score
 		}
-		if l := min(lift[e.card.Server], maxLift); l > 0 && out[i].Score < top {
-			out[i].Score += (top - out[i].Score) * l
+		if e := candidates[f.ID]; e != nil && !isDestructive(&e.card) {
+			if l := min(lift[e.card.Server], maxLift); l > 0 && f.Score < target {
+				f.Score += (target - f.Score) * l
+			}
+		}
+		if f.Confidence >= directConfidence {
+			floor = math.Min(floor, f.Score)
 		}
 	}
 	sortFused(out)

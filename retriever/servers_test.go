@@ -31,6 +31,8 @@ func TestLiftServers(t *testing.T) {
 		{ID: id("maps", "delete_map"), Score: 0.44},
 	}
 	orig := slices.Clone(in)
+	direct := slices.Clone(in)
+	direct[1].Confidence = directConfidence
 	order := func(fs []Fused) []string {
 		var out []string
 		for _, f := range fs {
@@ -40,22 +42,30 @@ func TestLiftServers(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		name string
-		lift map[string]float64
-		want []string
+		name   string
+		lift   map[string]float64
+		want   []string
+		direct bool // lift the list where web/search is a direct match
 	}{
-		{"no lift", nil, []string{"maps/geocode", "web/search", "web/fetch", "maps/route", "maps/delete_map"}},
+		{"no lift", nil, []string{"maps/geocode", "web/search", "web/fetch", "maps/route", "maps/delete_map"}, false},
 		// maps/route: 0.45 + 0.45×0.5 = 0.675 passes web/search (0.6); the
 		// destructive delete_map is not lifted.
-		{"lift maps", map[string]float64{"maps": 0.5}, []string{"maps/geocode", "maps/route", "web/search", "web/fetch", "maps/delete_map"}},
+		{"lift maps", map[string]float64{"maps": 0.5}, []string{"maps/geocode", "maps/route", "web/search", "web/fetch", "maps/delete_map"}, false},
 		// A lift of 5 is capped at maxLift: route gets close to geocode,
 		// never past it.
-		{"huge lift", map[string]float64{"maps": 5}, []string{"maps/geocode", "maps/route", "web/search", "web/fetch", "maps/delete_map"}},
+		{"huge lift", map[string]float64{"maps": 5}, []string{"maps/geocode", "maps/route", "web/search", "web/fetch", "maps/delete_map"}, false},
 		{"everyone lifted alike keeps the order", map[string]float64{"maps": 0.7, "web": 0.7},
-			[]string{"maps/geocode", "web/search", "web/fetch", "maps/route", "maps/delete_map"}},
+			[]string{"maps/geocode", "web/search", "web/fetch", "maps/route", "maps/delete_map"}, false},
+		// web/search matched on its own (confidence ≥ directConfidence):
+		// maps/route, lifted, passes web/fetch but not web/search.
+		{"a direct match is never passed", map[string]float64{"maps": 0.9},
+			[]string{"maps/geocode", "web/search", "maps/route", "web/fetch", "maps/delete_map"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := liftServers(in, tc.lift, cands)
+			if tc.direct {
+				got = liftServers(direct, tc.lift, cands)
+			}
 			if o := order(got); !slices.Equal(o, tc.want) {
 				t.Errorf("order %v, want %v", o, tc.want)
 			}
@@ -64,7 +74,7 @@ func TestLiftServers(t *testing.T) {
 					t.Errorf("%s lifted to %v, not under the best %v", f.ID, f.Score, got[0].Score)
 				}
 			}
-			if !reflect.DeepEqual(in, orig) {
+			if !reflect.DeepEqual(in, orig) || direct[1].Score != orig[1].Score {
 				t.Error("input modified")
 			}
 		})
