@@ -10,7 +10,7 @@ import (
 func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		name, sql, want string
-		params        []string
+		params          []string
 	}{
 		{"plain", "SELECT 1", "SELECT 1", nil},
 		{"with", "with x as (select 1) select * from x", "with x as (select 1) select * from x", nil},
