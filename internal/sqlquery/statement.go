@@ -21,7 +21,7 @@ type Statement struct {
 }
 
 // Parse checks and rewrites a query. It reads the text the way PostgreSQL's
-// lexer does for what matters here — quoted strings (with E” escapes),
+// lexer does for what matters here — quoted strings (E'...' with backslash escapes),
 // quoted identifiers, dollar quoting, line and nested block comments — so a
 // semicolon or a colon inside any of them is text, not syntax. It refuses
 // an empty query, a second statement, a first keyword other than SELECT or
