@@ -95,22 +95,22 @@ type Join struct {
 
 // rel is what the catalogue says about one relation, imported or not.
 type rel struct {
-	oid               uint32
-	schema, name      string
-	relkind           string
-	comment           string
-	evAction          string
-	simple            bool // an automatically updatable view without rules
-	readable          bool
-	cols              map[int]*col
-	order             []int
-	keys              []key // unique, primary first
-	fks               []fk
-	targets           []target
-	innerOnly         bool
-	imported          bool
-	keysDone          bool
-	viewKeys          []key
+	oid          uint32
+	schema, name string
+	relkind      string
+	comment      string
+	evAction     string
+	simple       bool // an automatically updatable view without rules
+	readable     bool
+	cols         map[int]*col
+	order        []int
+	keys         []key // unique, primary first
+	fks          []fk
+	targets      []target
+	innerOnly    bool
+	imported     bool
+	keysDone     bool
+	viewKeys     []key
 }
 
 type col struct {

@@ -115,7 +115,9 @@ func TestImportInventory(t *testing.T) {
 			}
 			// It joins the owners' view: both name a row of services(name).
 			want := sqlimport.Join{Columns: []string{"service"}, To: s + ".service_owners", ToColumns: []string{"service"}, Via: s + ".services(name)"}
-			if !slices.ContainsFunc(k.SQL.Joins, func(j sqlimport.Join) bool { return slices.Equal(j.Columns, want.Columns) && j.To == want.To && j.Via == want.Via }) {
+			if !slices.ContainsFunc(k.SQL.Joins, func(j sqlimport.Join) bool {
+				return slices.Equal(j.Columns, want.Columns) && j.To == want.To && j.Via == want.Via
+			}) {
 				t.Fatalf("joins %+v", k.SQL.Joins)
 			}
 			if !strings.Contains(rr.Description, "Joins "+s+".service_owners on (service) = (service)") {
