@@ -192,7 +192,7 @@ func QueryCard(tenant, server string, views []string, reserved, scopes []string)
 		Annotations:    cards.Annotations{ReadOnly: &t, Destructive: &f, Idempotent: &t, OpenWorld: &f},
 		InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"sql":{"type":"string","minLength":1,"maxLength":%d,"description":"One SELECT or WITH statement; parameters as :name."},`+
-			`"params":{"type":"object","description":"Values of the :name parameters (string, number, boolean, null; an array or object is passed as JSON text).","propertyNames":{"pattern":"^[A-Za-z_][A-Za-z0-9_]{0,62}$"},"maxProperties":%d}},`+
+			`"params":{"type":["object","null"],"description":"Values of the :name parameters (string, number, boolean, null; an array or object is passed as JSON text).","propertyNames":{"pattern":"^[A-Za-z_][A-Za-z0-9_]{0,62}$"},"maxProperties":%d}},`+
 			`"required":["sql"],"additionalProperties":false}`, sqlquery.MaxSQLBytes, sqlquery.MaxParams)),
 		OutputSchema: json.RawMessage(`{"type":"object","properties":{` +
 			`"columns":{"type":"array","items":{"type":"string"}},` +
