@@ -141,6 +141,7 @@ func TestQuery(t *testing.T) {
 				{argsJSON("SELECT 1; DELETE FROM "+s+".things", nil), sqlquery.RefusedStatement, "more than one statement"},
 				{argsJSON("WITH d AS (DELETE FROM "+s+".things RETURNING id) SELECT * FROM d", nil), sqlquery.RefusedStatement, "tried to write"},
 				{argsJSON("SELECT nextval('"+s+".seq')", nil), sqlquery.RefusedStatement, "tried to write"},
+				{argsJSON("SELECT * FROM "+s+".things FOR UPDATE", nil), sqlquery.RefusedStatement, "tried to write"},
 				{argsJSON("SELECT * INTO "+s+".copy FROM "+s+".things", nil), "", ""},
 				{argsJSON("SELECT :region", map[string]any{"region": "us"}), sqlquery.RefusedReserved, "reserved"},
 			} {
