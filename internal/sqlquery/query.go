@@ -56,8 +56,6 @@ type Result struct {
 	Complete bool
 	// IncompleteReason is row_limit, byte_limit or timeout when not Complete.
 	IncompleteReason string
-	// Limit is the limit that was reached (rows, bytes or milliseconds).
-	Limit int64
 }
 
 // JSON is the result as the query card's output: {"columns", "rows",
@@ -343,17 +341,17 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 	// DECLARE takes a query (SELECT, WITH, VALUES) and nothing else.
 	_, err := r.pc.ExecParams(ctx, "DECLARE cardex_rows NO SCROLL CURSOR FOR\n"+st.SQL, values, nil, nil, nil).Close()
 	var fields []pgconn.FieldDescription
+	var types []pgjson.Type
 	if err == nil {
-		fields, err = r.describe(ctx)
+		fields, types, err = r.describe(ctx)
 	}
 	if err != nil {
 		if r.isTimeout(err, deadline) {
-			return Result{Rows: json.RawMessage("[]"), Columns: []string{}, IncompleteReason: IncompleteTimeout, Limit: r.timeout.Milliseconds()}, nil
+			return Result{Rows: json.RawMessage("[]"), Columns: []string{}, IncompleteReason: IncompleteTimeout}, nil
 		}
 		return Result{}, classify(err)
 	}
 	res := Result{Columns: make([]string, len(fields))}
-	types := make([]pgjson.Type, len(fields))
 	names := make([][]byte, len(fields))
 	seen := map[string]bool{}
 	for i, f := range fields {
@@ -363,14 +361,13 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 		seen[f.Name] = true
 		res.Columns[i] = f.Name
 		names[i] = pgjson.AppendString(nil, f.Name)
-		types[i] = r.pl.types[f.DataTypeOID]
 	}
 	rows := []byte{'['}
 	var row []byte
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
-			res.IncompleteReason, res.Limit = IncompleteTimeout, r.timeout.Milliseconds()
+			res.IncompleteReason = IncompleteTimeout
 			break
 		}
 		want := min(fetchBatch, r.maxRows+1-res.RowCount)
@@ -418,17 +415,13 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 		}
 		if ferr != nil {
 			if r.isTimeout(ferr, deadline) {
-				res.IncompleteReason, res.Limit = IncompleteTimeout, r.timeout.Milliseconds()
+				res.IncompleteReason = IncompleteTimeout
 				break
 			}
 			return Result{}, classify(ferr)
 		}
 		if stop != "" {
 			res.IncompleteReason = stop
-			res.Limit = int64(r.maxRows)
-			if stop == IncompleteByteLimit {
-				res.Limit = r.maxBytes
-			}
 			break
 		}
 		if got < want {
@@ -447,12 +440,12 @@ func (r *run) isTimeout(err error, deadline time.Time) bool {
 	return (errors.As(err, &pe) && pe.Code == stateCanceled) || (pe == nil && time.Now().After(deadline))
 }
 
-// describe returns the cursor's columns and makes sure their types are
-// known (read from pg_type on first sight, then cached per pool).
-func (r *run) describe(ctx context.Context) ([]pgconn.FieldDescription, error) {
+// describe returns the cursor's columns and their types (read from
+// pg_type on first sight, then cached per pool).
+func (r *run) describe(ctx context.Context) ([]pgconn.FieldDescription, []pgjson.Type, error) {
 	sd, err := r.pc.Prepare(ctx, "", "FETCH FORWARD 1 FROM cardex_rows", nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.pl.mu.Lock()
 	defer r.pl.mu.Unlock()
@@ -464,10 +457,14 @@ func (r *run) describe(ctx context.Context) ([]pgconn.FieldDescription, error) {
 	}
 	if len(unknown) > 0 {
 		if err := pgjson.Load(ctx, r.conn, r.pl.types, unknown); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return sd.Fields, nil
+	types := make([]pgjson.Type, len(sd.Fields))
+	for i, f := range sd.Fields {
+		types[i] = r.pl.types[f.DataTypeOID]
+	}
+	return sd.Fields, types, nil
 }
 
 // end rolls the transaction back and releases any session-level advisory
