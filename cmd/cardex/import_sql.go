@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/seed0cff8200/cardex/internal/catalogsync"
@@ -65,12 +64,7 @@ skipped. With --upstreams FILE the database URL is the sql entry of --server in 
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cf.timeout)
 			defer cancel()
-			db, err := pgx.Connect(ctx, databaseURL)
-			if err != nil {
-				return fmt.Errorf("connect to the database: %w", err)
-			}
-			rels, err := sqlimport.Read(ctx, db, sqlimport.Options{Schemas: splitList(schemas), Tables: tables})
-			db.Close(ctx)
+			rels, err := sqlimport.ReadURL(ctx, databaseURL, sqlimport.Options{Schemas: splitList(schemas), Tables: tables})
 			if err != nil {
 				return fmt.Errorf("nothing imported: %w", err)
 			}

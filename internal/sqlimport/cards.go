@@ -163,7 +163,7 @@ func description(server string, r *Relation, joins []Join) string {
 	for _, j := range joins {
 		fmt.Fprintf(&b, "\nJoins %s on (%s) = (%s): both name a row of %s.", j.To, strings.Join(j.Columns, ", "), strings.Join(j.ToColumns, ", "), j.Via)
 	}
-	fmt.Fprintf(&b, "\nQuery it with %s/%s: SELECT ... FROM %s.", server, sqlquery.QueryTool, r.Qualified())
+	fmt.Fprintf(&b, "\nRead it with %s/%s.", server, sqlquery.QueryTool)
 	return b.String()
 }
 

@@ -142,6 +142,16 @@ type ref struct {
 	col int
 }
 
+// ReadURL connects to the database at url and reads it (see Read).
+func ReadURL(ctx context.Context, url string, o Options) ([]Relation, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return Read(ctx, conn, o)
+}
+
 // Read reads the relations of the schemas in one consistent, read-only
 // snapshot. Relations the role may not SELECT are returned with Readable
 // false (their cards cannot be queried through this role).
