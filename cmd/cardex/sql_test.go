@@ -120,7 +120,7 @@ func TestSQLViews(t *testing.T) {
 
 			t.Setenv("CARDEX_AGENT_TOKEN", "oncall-token-0123456789")
 			out, _, code = runFull(t, bin, addr, "tools", "describe", "inventory/"+s+".service_owners", "-o", "json")
-			if code != 0 || !strings.Contains(out, `\"enum\":[\"critical\",\"standard\",\"experimental\"]`) || !strings.Contains(out, `\"joins\":`) {
+			if code != 0 || !strings.Contains(out, `\"enum\":[\"critical\",\"standard\",\"experimental\"]`) || !strings.Contains(out, `\"identifies\":`) {
 				t.Fatalf("describe: exit %d\n%s", code, out)
 			}
 

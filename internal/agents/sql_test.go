@@ -185,7 +185,7 @@ func TestSQLThroughMCP(t *testing.T) {
 				OutputSchema json.RawMessage `json:"output_schema"`
 			}
 			if err := json.Unmarshal([]byte(text), &d); err != nil || res.IsError || d.Kind != "sql_view" ||
-				!strings.Contains(string(d.OutputSchema), `"joins":[{"columns":["service"],"to":"`+s+`.release_counts"`) {
+				!strings.Contains(string(d.OutputSchema), `"identifies":[{"columns":["environment"],"table":"`+s+`.environments","table_key":["name"]},{"columns":["service"],"table":"`+s+`.services","table_key":["name"]}]`) {
 				t.Fatalf("describe: %v %s", err, text)
 			}
 

@@ -10,8 +10,7 @@ import (
 )
 
 // builder derives what the catalogue implies: where a view's columns come
-// from, which keys a view keeps, and which imported relations name the same
-// rows.
+// from, which keys a view keeps, and which table keys its columns name.
 type builder struct {
 	rels  map[uint32]*rel
 	types map[uint32]pgjson.Type
@@ -169,27 +168,12 @@ func (b *builder) exposed(r *rel) map[ref]string {
 	return out
 }
 
-// exposure is how a relation's columns name the rows of one table key:
-// as the key itself (its columns come from the key's columns), and as
-// references (foreign keys to it). Column names are in the order of the
-// key's sorted columns.
-type exposure struct {
-	ent  entity
-	key  []string
-	refs [][]string
-}
-
-// entities lists the table keys a relation exposes, and its foreign keys.
-func (b *builder) entities(r *rel, exp map[ref]string) (map[string]*exposure, []ForeignKey) {
-	out := map[string]*exposure{}
-	get := func(e entity) *exposure {
-		x := out[e.id()]
-		if x == nil {
-			x = &exposure{ent: e}
-			out[e.id()] = x
-		}
-		return x
-	}
+// entities lists the table keys a relation exposes (its columns come from
+// all of a key's columns: they name one row of the table) and the foreign
+// keys among its columns.
+func (b *builder) entities(r *rel, exp map[ref]string) ([]Identifies, []ForeignKey) {
+	var ids []Identifies
+	seen := map[string]bool{}
 	var fks []ForeignKey
 	tables := map[uint32]bool{}
 	for src := range exp {
@@ -207,11 +191,16 @@ func (b *builder) entities(r *rel, exp map[ref]string) (map[string]*exposure, []
 		}
 		for _, k := range t.keys {
 			e := entity{rel: toid, cols: slices.Sorted(slices.Values(k.cols))}
-			if cols, ok := pick(exp, toid, e.cols); ok {
-				if x := get(e); x.key == nil {
-					x.key = cols
-				}
+			cols, ok := pick(exp, toid, e.cols)
+			if !ok || seen[e.id()] {
+				continue
 			}
+			seen[e.id()] = true
+			id := Identifies{Columns: cols, Table: b.relName(toid)}
+			for _, c := range e.cols {
+				id.TableKey = append(id.TableKey, b.colName(toid, c))
+			}
+			ids = append(ids, id)
 		}
 		for _, f := range t.fks {
 			cols, ok := pick(exp, toid, f.cols)
@@ -223,24 +212,12 @@ func (b *builder) entities(r *rel, exp map[ref]string) (map[string]*exposure, []
 				fkey.ReferencedColumns = append(fkey.ReferencedColumns, b.colName(f.refRel, c))
 			}
 			fks = append(fks, fkey)
-			// The referenced columns, sorted, with this relation's columns
-			// in the same order.
-			idx := make([]int, len(f.refCols))
-			for i := range idx {
-				idx[i] = i
-			}
-			slices.SortFunc(idx, func(x, y int) int { return cmp.Compare(f.refCols[x], f.refCols[y]) })
-			e := entity{rel: f.refRel}
-			var ordered []string
-			for _, i := range idx {
-				e.cols = append(e.cols, f.refCols[i])
-				ordered = append(ordered, cols[i])
-			}
-			x := get(e)
-			x.refs = append(x.refs, ordered)
 		}
 	}
-	return out, fks
+	slices.SortFunc(ids, func(x, y Identifies) int {
+		return cmp.Or(cmp.Compare(x.Table, y.Table), cmp.Compare(strings.Join(x.TableKey, ","), strings.Join(y.TableKey, ",")))
+	})
+	return ids, fks
 }
 
 // pick returns the relation's column names for the table columns, or false
@@ -260,8 +237,7 @@ func pick(exp map[ref]string, table uint32, cols []int) ([]string, bool) {
 func build(rels map[uint32]*rel, imported []*rel, types map[uint32]pgjson.Type) []Relation {
 	b := &builder{rels: rels, types: types}
 	out := make([]Relation, 0, len(imported))
-	all := make([]map[string]*exposure, len(imported))
-	for i, r := range imported {
+	for _, r := range imported {
 		rr := Relation{OID: r.oid, Schema: r.schema, Name: r.name, Kind: relkinds[r.relkind], Comment: r.comment, Readable: r.readable}
 		for _, n := range r.order {
 			c := r.cols[n]
@@ -291,50 +267,8 @@ func build(rels map[uint32]*rel, imported []*rel, types map[uint32]pgjson.Type) 
 				rr.Unique = append(rr.Unique, cols)
 			}
 		}
-		exps, fks := b.entities(r, b.exposed(r))
-		rr.ForeignKeys = fks
-		all[i] = exps
+		rr.Identifies, rr.ForeignKeys = b.entities(r, b.exposed(r))
 		out = append(out, rr)
-	}
-	// Two relations join where one exposes a table key and the other the
-	// same key or a foreign key to it (two references to one row are not
-	// a join: they would pair every row with every other).
-	for i := range out {
-		for j := range out {
-			if i == j {
-				continue
-			}
-			for id, x := range all[i] {
-				y, ok := all[j][id]
-				if !ok {
-					continue
-				}
-				via := make([]string, len(x.ent.cols))
-				for k, c := range x.ent.cols {
-					via[k] = quoteIdent(b.colName(x.ent.rel, c))
-				}
-				join := func(cols, other []string) {
-					out[i].Joins = append(out[i].Joins, Join{Columns: cols, To: out[j].Schema + "." + out[j].Name, ToColumns: other,
-						Via: b.relName(x.ent.rel) + "(" + strings.Join(via, ", ") + ")"})
-				}
-				if y.key != nil {
-					if x.key != nil {
-						join(x.key, y.key)
-					}
-					for _, c := range x.refs {
-						join(c, y.key)
-					}
-				}
-				if x.key != nil {
-					for _, c := range y.refs {
-						join(x.key, c)
-					}
-				}
-			}
-		}
-		slices.SortFunc(out[i].Joins, func(x, y Join) int {
-			return cmp.Or(cmp.Compare(x.To, y.To), cmp.Compare(strings.Join(x.Columns, ","), strings.Join(y.Columns, ",")), cmp.Compare(x.Via, y.Via))
-		})
 	}
 	return out
 }

@@ -14,9 +14,9 @@ import (
 
 // SQLKey is the schema keyword that holds what JSON Schema cannot say
 // about a relation's rows: at the root of a card's output schema the
-// relation, its kind, column order, keys, foreign keys and joins; on each
-// property the column's SQL type (and, for a view, the table column it
-// comes from).
+// relation, its kind, column order, keys, and how it joins (the foreign
+// keys, and the table keys its columns identify); on each property the
+// column's SQL type (and, for a view, the table column it comes from).
 const SQLKey = "x-cardex-sql"
 
 // Skipped is a relation that could not become a card.
@@ -30,7 +30,7 @@ type SQLInfo struct {
 	PrimaryKey  []string     `json:"primary_key,omitempty"`
 	Unique      [][]string   `json:"unique,omitempty"`
 	ForeignKeys []ForeignKey `json:"foreign_keys,omitempty"`
-	Joins       []Join       `json:"joins,omitempty"`
+	Identifies  []Identifies `json:"identifies,omitempty"`
 }
 
 // ColumnInfo is a property's SQLKey object.
@@ -50,12 +50,6 @@ var commentOn = map[string]string{KindView: "VIEW", KindMaterializedView: "MATER
 // break the card-name rule, or whose contract is too large are skipped with
 // the reason.
 func ToCards(tenant, server string, rels []Relation) ([]cards.Card, []Skipped) {
-	names := map[string]bool{}
-	for _, r := range rels {
-		if r.Readable && cards.ValidName(r.Schema+"."+r.Name) {
-			names[r.Schema+"."+r.Name] = true
-		}
-	}
 	var out []cards.Card
 	var skipped []Skipped
 	for i := range rels {
@@ -69,9 +63,7 @@ func ToCards(tenant, server string, rels []Relation) ([]cards.Card, []Skipped) {
 			skipped = append(skipped, Skipped{Name: name, Reason: "the importing role may not SELECT it"})
 			continue
 		}
-		// Joins only to relations that become cards.
-		joins := slices.DeleteFunc(slices.Clone(r.Joins), func(j Join) bool { return !names[j.To] })
-		c, err := card(tenant, server, r, joins)
+		c, err := card(tenant, server, r)
 		if err != nil {
 			skipped = append(skipped, Skipped{Name: name, Reason: err.Error()})
 			continue
@@ -81,7 +73,7 @@ func ToCards(tenant, server string, rels []Relation) ([]cards.Card, []Skipped) {
 	return out, skipped
 }
 
-func card(tenant, server string, r *Relation, joins []Join) (cards.Card, error) {
+func card(tenant, server string, r *Relation) (cards.Card, error) {
 	t, f := true, false
 	c := cards.Card{
 		Tenant: tenant, Server: server, Name: r.Schema + "." + r.Name, Kind: cards.KindSQLView,
@@ -94,9 +86,9 @@ func card(tenant, server string, r *Relation, joins []Join) (cards.Card, error) 
 	} else {
 		c.Summary = fmt.Sprintf("The %s %s has no description yet (no COMMENT ON %s).", word, r.Qualified(), commentOn[r.Kind])
 	}
-	c.Description = mcpimport.Cut(description(server, r, joins), cards.MaxDescriptionLen)
+	c.Description = mcpimport.Cut(description(server, r), cards.MaxDescriptionLen)
 
-	info := SQLInfo{Relation: r.Qualified(), Kind: r.Kind, PrimaryKey: r.PrimaryKey, Unique: r.Unique, ForeignKeys: r.ForeignKeys, Joins: joins}
+	info := SQLInfo{Relation: r.Qualified(), Kind: r.Kind, PrimaryKey: r.PrimaryKey, Unique: r.Unique, ForeignKeys: r.ForeignKeys, Identifies: r.Identifies}
 	props := map[string]any{}
 	required := []string{}
 	for _, col := range r.Columns {
@@ -129,7 +121,7 @@ func card(tenant, server string, r *Relation, joins []Join) (cards.Card, error) 
 
 // description is the card's text for people and models (and the search):
 // what a row means, the columns, keys and joins.
-func description(server string, r *Relation, joins []Join) string {
+func description(server string, r *Relation) string {
 	var b strings.Builder
 	if r.Comment != "" {
 		b.WriteString(r.Comment)
@@ -158,10 +150,10 @@ func description(server string, r *Relation, joins []Join) string {
 		fmt.Fprintf(&b, "\nUnique: (%s).", strings.Join(u, ", "))
 	}
 	for _, fk := range r.ForeignKeys {
-		fmt.Fprintf(&b, "\nForeign key: (%s) references %s(%s).", strings.Join(fk.Columns, ", "), fk.References, strings.Join(fk.ReferencedColumns, ", "))
+		fmt.Fprintf(&b, "\nJoins to %s(%s) on (%s) (foreign key).", fk.References, strings.Join(fk.ReferencedColumns, ", "), strings.Join(fk.Columns, ", "))
 	}
-	for _, j := range joins {
-		fmt.Fprintf(&b, "\nJoins %s on (%s) = (%s): both name a row of %s.", j.To, strings.Join(j.Columns, ", "), strings.Join(j.ToColumns, ", "), j.Via)
+	for _, id := range r.Identifies {
+		fmt.Fprintf(&b, "\n(%s) identifies a row of %s(%s): joins what identifies or references it.", strings.Join(id.Columns, ", "), id.Table, strings.Join(id.TableKey, ", "))
 	}
 	fmt.Fprintf(&b, "\nRead it with %s/%s.", server, sqlquery.QueryTool)
 	return b.String()
@@ -169,8 +161,9 @@ func description(server string, r *Relation, joins []Join) string {
 
 // QueryCard is the card that runs SQL on the server's database. Its
 // required scopes are given (the union of the views' scopes: a query can
-// read any of them).
-func QueryCard(tenant, server string, views []string, reserved, scopes []string) (cards.Card, error) {
+// read any of them). It names no view: a view's scopes may be tightened
+// after the import, and no card may name another its reader cannot see.
+func QueryCard(tenant, server string, reserved, scopes []string) (cards.Card, error) {
 	t, f := true, false
 	var d strings.Builder
 	d.WriteString("Runs one SELECT or WITH statement in a read-only transaction and returns the rows as JSON objects, " +
@@ -180,9 +173,7 @@ func QueryCard(tenant, server string, views []string, reserved, scopes []string)
 	if len(reserved) > 0 {
 		fmt.Fprintf(&d, " The connection binds :%s itself; params cannot set them.", strings.Join(reserved, ", :"))
 	}
-	if len(views) > 0 {
-		fmt.Fprintf(&d, " What it can read (describe each for its columns, keys and joins): %s.", strings.Join(views, ", "))
-	}
+	fmt.Fprintf(&d, " The views it reads are cards of server %s too (kind sql_view): search for what you need, and describe a view for its columns, keys and joins.", server)
 	c := cards.Card{
 		Tenant: tenant, Server: server, Name: sqlquery.QueryTool, Kind: cards.KindFunction,
 		Summary:        fmt.Sprintf("Run a read-only SQL query (SELECT or WITH) on the %s database and get its rows as JSON.", server),
@@ -231,20 +222,17 @@ func Plan(tenant, server string, stored, views []cards.Card, skipped []Skipped, 
 		return catalogsync.Plan{}, err
 	}
 	scopes := slices.Clone(opt.Scopes)
-	var names []string
 	for _, ch := range plan.Changes {
-		if ch.Action == catalogsync.Revoke {
-			continue
+		if ch.Action != catalogsync.Revoke {
+			scopes = append(scopes, ch.Card.RequiredScopes...)
 		}
-		scopes = append(scopes, ch.Card.RequiredScopes...)
-		names = append(names, ch.Card.Name)
 	}
 	for _, c := range storedViews { // skipped, but still in the database
 		if slices.Contains(opt.Keep, c.Name) {
 			scopes = append(scopes, c.RequiredScopes...)
 		}
 	}
-	q, err := QueryCard(tenant, server, names, reserved, scopes)
+	q, err := QueryCard(tenant, server, reserved, scopes)
 	if err != nil {
 		return catalogsync.Plan{}, err
 	}

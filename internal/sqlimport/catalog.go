@@ -55,7 +55,7 @@ type Relation struct {
 	PrimaryKey  []string
 	Unique      [][]string
 	ForeignKeys []ForeignKey
-	Joins       []Join
+	Identifies  []Identifies
 	// Readable: the importing role may SELECT it.
 	Readable bool
 }
@@ -84,13 +84,15 @@ type ForeignKey struct {
 	ReferencedColumns []string `json:"referenced_columns"`
 }
 
-// Join says how rows of this relation meet rows of another imported one:
-// both name the same row of Via (a key of a table).
-type Join struct {
-	Columns   []string `json:"columns"`
-	To        string   `json:"to"` // the other relation's card name
-	ToColumns []string `json:"to_columns"`
-	Via       string   `json:"via"`
+// Identifies says that the relation's columns name one row of a table by
+// one of its keys. Two relations join on columns that identify, or
+// reference (ForeignKey), the same key of the same table. The join is said
+// through the table rather than as a pair of cards, so that no card names
+// another, which its reader may not be allowed to see.
+type Identifies struct {
+	Columns  []string `json:"columns"`
+	Table    string   `json:"table"`
+	TableKey []string `json:"table_key"`
 }
 
 // rel is what the catalogue says about one relation, imported or not.

@@ -113,18 +113,27 @@ func TestImportInventory(t *testing.T) {
 			if k.SQL.PrimaryKey != nil || k.SQL.ForeignKeys != nil {
 				t.Fatalf("a join view has no keys of its own: %+v", k.SQL)
 			}
-			// It joins the owners' view: both name a row of services(name).
-			want := sqlimport.Join{Columns: []string{"service"}, To: s + ".service_owners", ToColumns: []string{"service"}, Via: s + ".services(name)"}
-			if !slices.ContainsFunc(k.SQL.Joins, func(j sqlimport.Join) bool {
-				return slices.Equal(j.Columns, want.Columns) && j.To == want.To && j.Via == want.Via
-			}) {
-				t.Fatalf("joins %+v", k.SQL.Joins)
+			// It joins the owners' view: both identify a row of services(name).
+			identifies := func(k contract) []string {
+				var out []string
+				for _, id := range k.SQL.Identifies {
+					out = append(out, strings.Join(id.Columns, ",")+"="+strings.TrimPrefix(id.Table, s+".")+"("+strings.Join(id.TableKey, ",")+")")
+				}
+				return out
 			}
-			if !strings.Contains(rr.Description, "Joins "+s+".service_owners on (service) = (service)") {
+			if got := identifies(k); !slices.Equal(got, []string{"environment=environments(name)", "service=services(name)"}) {
+				t.Fatalf("identifies %v", got)
+			}
+			if !strings.Contains(rr.Description, "(service) identifies a row of "+s+".services(name)") {
 				t.Fatalf("description: %s", rr.Description)
 			}
-
+			if strings.Contains(string(rr.OutputSchema), "service_owners") || strings.Contains(rr.Description, "service_owners") {
+				t.Fatalf("a card names another card: %s", rr.Description)
+			}
 			_, k = byName(t, cs, s+".service_owners")
+			if got := identifies(k); !slices.Equal(got, []string{"service=services(name)", "team=teams(slug)"}) {
+				t.Fatalf("service_owners identifies %v", got)
+			}
 			if p := prop(k, "tier"); !slices.Equal(p["enum"].([]any), []any{"critical", "standard", "experimental"}) || p["type"] != "string" {
 				t.Fatalf("tier: %v", p)
 			}
@@ -184,13 +193,17 @@ func TestImportInventory(t *testing.T) {
 				t.Fatalf("bytea: %v", p)
 			}
 			_, k = byName(t, cs, s+".deployment_history")
-			var joins []string
-			for _, j := range k.SQL.Joins {
-				joins = append(joins, strings.Join(j.Columns, ",")+"="+strings.TrimPrefix(j.To, s+".")+"."+strings.Join(j.ToColumns, ","))
+			var fks []string
+			for _, f := range k.SQL.ForeignKeys {
+				fks = append(fks, strings.Join(f.Columns, ",")+"->"+strings.TrimPrefix(f.References, s+".")+"("+strings.Join(f.ReferencedColumns, ",")+")")
 			}
-			// Two references to one environment are not a join.
-			if !slices.Equal(joins, []string{"id=deployments.id", "environment_id=environments.id", "release_id=releases.id"}) {
-				t.Fatalf("deployment_history joins: %v", joins)
+			if got := identifies(k); !slices.Equal(got, []string{"id=deployments(id)"}) ||
+				!slices.Equal(fks, []string{"environment_id->environments(id)", "release_id->releases(id)"}) {
+				t.Fatalf("deployment_history: identifies %v, foreign keys %v", got, fks)
+			}
+			_, k = byName(t, cs, s+".releases")
+			if got := identifies(k); !slices.Equal(got, []string{"id=releases(id)", "service_id,version=releases(service_id,version)"}) {
+				t.Fatalf("releases identifies %v", got)
 			}
 		})
 	}
@@ -225,7 +238,7 @@ func TestImportEdges(t *testing.T) {
 				t.Fatalf("an outer join's columns may be null: %s", k.Properties)
 			}
 			_, k = byName(t, cs, s+".names")
-			if k.SQL.PrimaryKey != nil || k.SQL.Unique != nil || k.SQL.Joins != nil {
+			if k.SQL.PrimaryKey != nil || k.SQL.Unique != nil || k.SQL.Identifies != nil {
 				t.Fatalf("a UNION keeps no keys: %+v", k.SQL)
 			}
 			// Through a view whose name needs quotes, keys and sources follow.
@@ -281,8 +294,8 @@ func TestImportAsReadOnlyRole(t *testing.T) {
 		t.Fatalf("cards %v, skipped %v", names, skipped)
 	}
 	_, k := byName(t, cs, s+".running_releases")
-	if len(k.SQL.Joins) != 1 || k.SQL.Joins[0].To != s+".service_owners" {
-		t.Fatalf("joins only to readable cards: %+v", k.SQL.Joins)
+	if len(k.SQL.Identifies) != 2 || k.SQL.Identifies[1].Table != s+".services" {
+		t.Fatalf("identifies: %+v", k.SQL.Identifies)
 	}
 }
 
@@ -328,7 +341,7 @@ func TestReimport(t *testing.T) {
 	}
 	q, err := store.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: "query"})
 	if err != nil || q.Kind != cards.KindFunction || !slices.Equal(q.RequiredScopes, []string{"inventory:read"}) ||
-		!strings.Contains(q.Description, s+".running_releases") || !strings.Contains(q.Description, ":region") {
+		strings.Contains(q.Description, s+".") || !strings.Contains(q.Description, ":region") {
 		t.Fatalf("query card: %v %+v", err, q)
 	}
 	if plan = importOnce(catalogsync.Options{Scopes: []string{"inventory:read"}}); plan.Count(catalogsync.Unchanged) != 5 {
@@ -348,9 +361,8 @@ func TestReimport(t *testing.T) {
 		CREATE VIEW S.teams_view AS SELECT slug, name FROM S.teams;`))
 	plan = importOnce(catalogsync.Options{Scopes: []string{"inventory:read"}})
 	got := summary(plan)
-	// (The two views that joined release_counts lose that join.)
 	want := map[string]string{"deployment_history": "update", "release_counts": "revoke", "teams_view": "create",
-		"running_releases": "update", "service_owners": "update", "query": "update"}
+		"running_releases": "unchanged", "service_owners": "unchanged", "query": "update"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Fatalf("re-import: %v, want %v", got, want)
@@ -361,7 +373,7 @@ func TestReimport(t *testing.T) {
 		t.Fatalf("curated fields lost: %+v", owners)
 	}
 	q, _ = store.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: "query"})
-	if !slices.Equal(q.RequiredScopes, []string{"inventory:read", "pii:read"}) || strings.Contains(q.Description, "release_counts") {
+	if !slices.Equal(q.RequiredScopes, []string{"inventory:read", "pii:read"}) {
 		t.Fatalf("the query card must require every view's scopes: %+v", q)
 	}
 	rc, _ := store.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".release_counts"})
