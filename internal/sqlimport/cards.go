@@ -153,7 +153,7 @@ func description(server string, r *Relation) string {
 		fmt.Fprintf(&b, "\nJoins to %s(%s) on (%s) (foreign key).", fk.References, strings.Join(fk.ReferencedColumns, ", "), strings.Join(fk.Columns, ", "))
 	}
 	for _, id := range r.Identifies {
-		fmt.Fprintf(&b, "\n(%s) identifies a row of %s(%s): joins what identifies or references it.", strings.Join(id.Columns, ", "), id.Table, strings.Join(id.TableKey, ", "))
+		fmt.Fprintf(&b, "\n(%s) identifies a row of %s(%s).", strings.Join(id.Columns, ", "), id.Table, strings.Join(id.TableKey, ", "))
 	}
 	fmt.Fprintf(&b, "\nRead it with %s/%s.", server, sqlquery.QueryTool)
 	return b.String()
