@@ -236,7 +236,7 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 		return CallResult{}, unknown(name)
 	}
 	if g.SQL.Has(c.Tenant, a.Key.Server) {
-		return g.callSQL(ctx, c, name, desc.Card, args, entry)
+		return g.callSQL(ctx, c, name, server, desc.Card, args, entry)
 	}
 	if desc.Card.Kind != cards.KindMCPTool {
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server,

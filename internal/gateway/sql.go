@@ -37,7 +37,7 @@ type QueryReceipt struct {
 // callSQL runs the query card of an SQL upstream. The caller must hold the
 // scopes of every view card of the server, since the query can read any of
 // them; otherwise the query card is as unknown as one that does not exist.
-func (g *Gateway) callSQL(ctx context.Context, c retriever.Caller, name string, card cards.Card, args json.RawMessage, entry *upstream.AuditEntry) (CallResult, error) {
+func (g *Gateway) callSQL(ctx context.Context, c retriever.Caller, name, server string, card cards.Card, args json.RawMessage, entry *upstream.AuditEntry) (CallResult, error) {
 	key := card.Key()
 	if card.Name != sqlquery.QueryTool {
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: key.Server,
@@ -45,10 +45,8 @@ func (g *Gateway) callSQL(ctx context.Context, c retriever.Caller, name string, 
 	}
 	for _, scopes := range g.Retriever.ServerScopes(c.Tenant, key.Server, cards.KindSQLView) {
 		if !retriever.HoldsAll(c.Scopes, scopes) {
-			entry.Server, entry.Tool = "", ""
-			if cards.ValidName(name) {
-				entry.Tool = name
-			}
+			// Unknown: the audit keeps what was asked for, as for any unknown tool.
+			entry.Server, entry.Tool = server, name
 			return CallResult{}, unknown(name)
 		}
 	}
