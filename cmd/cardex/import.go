@@ -23,6 +23,7 @@ import (
 func importCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "import", Short: "Import cards from an MCP server's tools or an OpenAPI document"}
 	cmd.AddCommand(importMCPCmd(), importOpenAPICmd())
+	cmd.AddCommand(importSQLCmd()) // import_sql.go
 	return cmd
 }
 
@@ -279,6 +280,12 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	if err != nil {
 		return err
 	}
+	return applyPlan(ctx, cat, f, plan, skipped)
+}
+
+// applyPlan writes an import's plan in one atomic PutCards (unless
+// --dry-run) and reports it.
+func applyPlan(ctx context.Context, cat catalogsync.Catalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped) error {
 	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
 		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
 	}

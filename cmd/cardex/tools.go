@@ -193,7 +193,12 @@ With --output FILE the result is written to FILE (via a temporary file and a ren
 either the whole result or untouched) and stdout holds only a receipt:
   {"execution": {"id", "tool", "status"}, "result": {"path", "bytes", "complete"}}
 "complete" is true only when FILE holds the whole result. Exit status: 0 ok; 1 the tool reported an
-error, the call failed or the file could not be written; 2 the call was refused.`,
+error, the call failed or the file could not be written; 2 the call was refused.
+
+SERVER/query of a database (an sql upstream) takes {"sql": "SELECT ...", "params": {...}}; FILE gets
+{"rows": [...]} and the receipt's result adds "row_count" and, when the rows stopped at a limit,
+"incomplete_reason" (row_limit, byte_limit, timeout): then "complete" is false, the status "partial"
+and the exit status 2. An SQL error exits 1 with the database's message (status "sql_error").`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if argsJSON != "" && jsonFile != "" {
@@ -222,6 +227,9 @@ error, the call failed or the file could not be written; 2 the call was refused.
 			}
 			defer done()
 			resp, err := client.CallTool(ctx, &pb.CallToolRequest{Name: name, Server: server, ArgumentsJson: argsJSON})
+			if err == nil && resp.Query != nil {
+				return finishQuery(resp, output) // a database's query card (tools_sql.go)
+			}
 			return finishCall(resp, err, output)
 		},
 	}

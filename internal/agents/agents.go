@@ -16,6 +16,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -48,6 +49,7 @@ type Surfaces struct {
 	gw       *gateway.Gateway
 	tokens   *tokens.Table
 	registry *upstream.Registry
+	sql      *sqlquery.Pools
 	audit    *upstream.Audit
 	http     *http.Server
 	lis      net.Listener
@@ -88,7 +90,8 @@ func Open(cfg Config) (*Surfaces, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	s.audit = audit
-	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log}
+	s.sql = sqlquery.New(ucfg, log) // the SQL entries of the same file
+	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log, SQL: s.sql}
 	switch {
 	case cfg.HTTPListen == "":
 	case cfg.TokenFile == "":
@@ -164,6 +167,9 @@ func (s *Surfaces) Close() error {
 	}
 	if s.registry != nil {
 		errs = append(errs, s.registry.Close())
+	}
+	if s.sql != nil {
+		s.sql.Close()
 	}
 	if s.audit != nil {
 		errs = append(errs, s.audit.Close())

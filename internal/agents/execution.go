@@ -114,12 +114,16 @@ func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.
 	if len(b) > MaxResultBytes {
 		return nil, status.Errorf(codes.ResourceExhausted, "the result of %s/%s is %d bytes; the limit is %d", res.Tool.Server, res.Tool.Name, len(b), MaxResultBytes)
 	}
-	return &pb.CallToolResponse{
+	out := &pb.CallToolResponse{
 		ExecutionId: res.ExecutionID,
 		Tool:        &pb.ToolRef{Server: res.Tool.Server, Name: res.Tool.Name},
 		ResultJson:  string(b),
 		IsError:     res.Result.IsError,
-	}, nil
+	}
+	if q := res.Query; q != nil {
+		out.Query = &pb.QueryReceipt{RowCount: int64(q.RowCount), Complete: q.Complete, IncompleteReason: q.IncompleteReason, Error: q.Error}
+	}
+	return out, nil
 }
 
 // status maps the gateway's errors to gRPC codes.

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -49,6 +50,8 @@ type Gateway struct {
 	Upstreams upstream.Caller
 	Audit     *upstream.Audit
 	Log       *slog.Logger
+	// SQL runs the query cards of the SQL upstreams (nil: none).
+	SQL *sqlquery.Pools
 }
 
 // ToolSummary is one search result.
@@ -196,6 +199,8 @@ type CallResult struct {
 	ExecutionID string
 	Result      *mcp.CallToolResult
 	Tool        cards.Key
+	// Query is set for a query on an SQL upstream (see sql.go).
+	Query *QueryReceipt
 }
 
 // Call authorizes the call exactly as AuthorizeCall does and, when allowed,
@@ -229,6 +234,8 @@ func (g *Gateway) Call(ctx context.Context, c retriever.Caller, via, name, serve
 		}
 	case err != nil:
 		entry.Outcome, entry.Detail = "error", err.Error()
+	case res.Query != nil && res.Query.Error != "":
+		entry.Outcome = OutcomeSQLError
 	case res.Result.IsError:
 		entry.Outcome = upstream.OutcomeToolError
 	default:
@@ -270,6 +277,9 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 	if err != nil || desc.Card.Version != a.Version {
 		// Revoked or changed between the two reads: authorize again next time.
 		return CallResult{}, unknown(name)
+	}
+	if g.SQL.Has(c.Tenant, a.Key.Server) {
+		return g.callSQL(ctx, c, name, server, desc.Card, args, entry)
 	}
 	if desc.Card.Kind != cards.KindMCPTool {
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server,

@@ -38,6 +38,11 @@ type AuditEntry struct {
 	LatencyMS float64 `json:"latency_ms"`
 	// Detail is the error message of a failed call (never argument values).
 	Detail string `json:"detail,omitempty"`
+	// RowCount, Complete and IncompleteReason describe a query's result
+	// (never its rows).
+	RowCount         *int   `json:"row_count,omitempty"`
+	Complete         *bool  `json:"complete,omitempty"`
+	IncompleteReason string `json:"incomplete_reason,omitempty"`
 }
 
 // Audit is an append-only JSON Lines file. Safe for concurrent use.

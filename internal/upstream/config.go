@@ -59,6 +59,9 @@ type Upstream struct {
 	Env     map[string]string `json:"env,omitempty"`
 	// Timeout bounds one call (default 30s).
 	Timeout Duration `json:"timeout,omitempty"`
+	// SQL makes the entry a PostgreSQL database instead of an MCP server
+	// (see sql.go).
+	SQL *SQL `json:"sql,omitempty"`
 }
 
 // Config is the upstreams file given to `cardex serve --upstreams`.
@@ -127,6 +130,11 @@ func (u Upstream) Validate() error {
 		return fmt.Errorf("tenant must match [A-Za-z0-9_.-]{1,128}")
 	}
 	switch {
+	case u.SQL != nil:
+		if u.URL != "" || len(u.Command) > 0 || len(u.Headers) > 0 || len(u.Env) > 0 || u.Timeout != 0 {
+			return fmt.Errorf("server %q: an sql entry takes no url, command, headers, env or timeout (use sql.statement_timeout)", u.Server)
+		}
+		return u.SQL.Validate(u.Server)
 	case u.URL != "" && len(u.Command) > 0:
 		return fmt.Errorf("server %q: set url or command, not both", u.Server)
 	case u.URL != "":
@@ -164,6 +172,9 @@ func (u Upstream) CallTimeout() time.Duration {
 func (u Upstream) Transport() (mcp.Transport, error) {
 	if err := u.Validate(); err != nil {
 		return nil, err
+	}
+	if u.SQL != nil {
+		return nil, fmt.Errorf("server %q is a database (an sql entry), not an MCP server", u.Server)
 	}
 	if u.URL != "" {
 		hdr := http.Header{}

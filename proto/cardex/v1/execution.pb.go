@@ -380,7 +380,10 @@ type CallToolResponse struct {
 	// (content, structuredContent, isError).
 	ResultJson string `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// The tool reported an error (isError) in its result.
-	IsError       bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	IsError bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// Set when the tool was the query card of an SQL upstream (SERVER/query):
+	// how complete the rows in result_json are.
+	Query         *QueryReceipt `protobuf:"bytes,5,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,6 +446,87 @@ func (x *CallToolResponse) GetIsError() bool {
 	return false
 }
 
+func (x *CallToolResponse) GetQuery() *QueryReceipt {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+// QueryReceipt describes the result of a query on an SQL upstream. The rows
+// are in result_json's structuredContent ({"columns", "rows", "row_count",
+// "complete", "incomplete_reason"}).
+type QueryReceipt struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RowCount int64                  `protobuf:"varint,1,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`
+	// False when the rows stopped at a limit; incomplete_reason says which:
+	// row_limit, byte_limit or timeout.
+	Complete         bool   `protobuf:"varint,2,opt,name=complete,proto3" json:"complete,omitempty"`
+	IncompleteReason string `protobuf:"bytes,3,opt,name=incomplete_reason,json=incompleteReason,proto3" json:"incomplete_reason,omitempty"`
+	// The database's error message when the query failed (is_error is set).
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryReceipt) Reset() {
+	*x = QueryReceipt{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryReceipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryReceipt) ProtoMessage() {}
+
+func (x *QueryReceipt) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryReceipt.ProtoReflect.Descriptor instead.
+func (*QueryReceipt) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QueryReceipt) GetRowCount() int64 {
+	if x != nil {
+		return x.RowCount
+	}
+	return 0
+}
+
+func (x *QueryReceipt) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *QueryReceipt) GetIncompleteReason() string {
+	if x != nil {
+		return x.IncompleteReason
+	}
+	return ""
+}
+
+func (x *QueryReceipt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_cardex_v1_execution_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_execution_proto_rawDesc = "" +
@@ -470,13 +554,19 @@ const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\x0fCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\x99\x01\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xc8\x01\n" +
 	"\x10CallToolResponse\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12&\n" +
 	"\x04tool\x18\x02 \x01(\v2\x12.cardex.v1.ToolRefR\x04tool\x12\x1f\n" +
 	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError2\xb6\x02\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\x12-\n" +
+	"\x05query\x18\x05 \x01(\v2\x17.cardex.v1.QueryReceiptR\x05query\"\x8a\x01\n" +
+	"\fQueryReceipt\x12\x1b\n" +
+	"\trow_count\x18\x01 \x01(\x03R\browCount\x12\x1a\n" +
+	"\bcomplete\x18\x02 \x01(\bR\bcomplete\x12+\n" +
+	"\x11incomplete_reason\x18\x03 \x01(\tR\x10incompleteReason\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error2\xb6\x02\n" +
 	"\x10ExecutionService\x12l\n" +
 	"\vSearchTools\x12-.cardex.v1.ExecutionServiceSearchToolsRequest\x1a..cardex.v1.ExecutionServiceSearchToolsResponse\x12o\n" +
 	"\fDescribeTool\x12..cardex.v1.ExecutionServiceDescribeToolRequest\x1a/.cardex.v1.ExecutionServiceDescribeToolResponse\x12C\n" +
@@ -494,7 +584,7 @@ func file_cardex_v1_execution_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_execution_proto_rawDescData
 }
 
-var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_cardex_v1_execution_proto_goTypes = []any{
 	(*ExecutionServiceSearchToolsRequest)(nil),   // 0: cardex.v1.ExecutionServiceSearchToolsRequest
 	(*ExecutionServiceSearchToolsResponse)(nil),  // 1: cardex.v1.ExecutionServiceSearchToolsResponse
@@ -503,26 +593,28 @@ var file_cardex_v1_execution_proto_goTypes = []any{
 	(*ExecutionServiceDescribeToolResponse)(nil), // 4: cardex.v1.ExecutionServiceDescribeToolResponse
 	(*CallToolRequest)(nil),                      // 5: cardex.v1.CallToolRequest
 	(*CallToolResponse)(nil),                     // 6: cardex.v1.CallToolResponse
-	(*ToolSummary)(nil),                          // 7: cardex.v1.ToolSummary
-	(*Card)(nil),                                 // 8: cardex.v1.Card
-	(*ToolRef)(nil),                              // 9: cardex.v1.ToolRef
+	(*QueryReceipt)(nil),                         // 7: cardex.v1.QueryReceipt
+	(*ToolSummary)(nil),                          // 8: cardex.v1.ToolSummary
+	(*Card)(nil),                                 // 9: cardex.v1.Card
+	(*ToolRef)(nil),                              // 10: cardex.v1.ToolRef
 }
 var file_cardex_v1_execution_proto_depIdxs = []int32{
-	7, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	2, // 1: cardex.v1.ExecutionServiceSearchToolsResponse.matches:type_name -> cardex.v1.SearchMatch
-	8, // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
-	9, // 3: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
-	0, // 4: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
-	3, // 5: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
-	5, // 6: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
-	1, // 7: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
-	4, // 8: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
-	6, // 9: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8,  // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	2,  // 1: cardex.v1.ExecutionServiceSearchToolsResponse.matches:type_name -> cardex.v1.SearchMatch
+	9,  // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
+	10, // 3: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
+	7,  // 4: cardex.v1.CallToolResponse.query:type_name -> cardex.v1.QueryReceipt
+	0,  // 5: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
+	3,  // 6: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
+	5,  // 7: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
+	1,  // 8: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
+	4,  // 9: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
+	6,  // 10: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_execution_proto_init() }
@@ -538,7 +630,7 @@ func file_cardex_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_execution_proto_rawDesc), len(file_cardex_v1_execution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
