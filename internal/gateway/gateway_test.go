@@ -107,7 +107,7 @@ func TestCallAuthorizesBeforeForwarding(t *testing.T) {
 		{"tool_01", "", `[1]`, upstream.OutcomeDeniedArguments},
 		{"tool_01", "", `{"x":` + strings.Repeat(" ", retriever.MaxArgsBytes) + `1}`, upstream.OutcomeDeniedArguments},
 	} {
-		_, err := gw.Call(ctx, caller, "test", tc.name, tc.server, json.RawMessage(tc.args))
+		_, err := gw.Call(ctx, caller, gateway.Origin{Via: "test"}, tc.name, tc.server, json.RawMessage(tc.args))
 		var d *gateway.Denial
 		if !errors.As(err, &d) || d.Outcome != tc.outcome {
 			t.Errorf("%q/%q: %v, want %s", tc.server, tc.name, err, tc.outcome)
@@ -116,7 +116,7 @@ func TestCallAuthorizesBeforeForwarding(t *testing.T) {
 	if len(up.calls) != 0 {
 		t.Fatalf("forwarded: %v", up.calls)
 	}
-	res, err := gw.Call(ctx, caller, "test", "tool_01", "", nil)
+	res, err := gw.Call(ctx, caller, gateway.Origin{Via: "test"}, "tool_01", "", nil)
 	if err != nil || res.Tool.Server != "bulk" || res.ExecutionID == "" {
 		t.Fatalf("%+v %v", res, err)
 	}

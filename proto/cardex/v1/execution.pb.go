@@ -226,10 +226,208 @@ func (x *ExecutionServiceDescribeToolResponse) GetAmbiguousServers() []string {
 	return nil
 }
 
+type ExecutionServiceListToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for the first page; then a previous response's next_cursor.
+	Cursor        string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionServiceListToolsRequest) Reset() {
+	*x = ExecutionServiceListToolsRequest{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionServiceListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionServiceListToolsRequest) ProtoMessage() {}
+
+func (x *ExecutionServiceListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionServiceListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ExecutionServiceListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExecutionServiceListToolsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+type ExecutionServiceListToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's disclosure mode: "progressive" or "full".
+	Disclosure string        `protobuf:"bytes,1,opt,name=disclosure,proto3" json:"disclosure,omitempty"`
+	Tools      []*ListedTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Set when more tools follow: pass it as cursor. Full mode only: a
+	// progressive list is always one page.
+	NextCursor    string `protobuf:"bytes,3,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionServiceListToolsResponse) Reset() {
+	*x = ExecutionServiceListToolsResponse{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionServiceListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionServiceListToolsResponse) ProtoMessage() {}
+
+func (x *ExecutionServiceListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionServiceListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ExecutionServiceListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExecutionServiceListToolsResponse) GetDisclosure() string {
+	if x != nil {
+		return x.Disclosure
+	}
+	return ""
+}
+
+func (x *ExecutionServiceListToolsResponse) GetTools() []*ListedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ExecutionServiceListToolsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
+// A tool as the MCP front's tools/list shows it.
+type ListedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name to call it by: a meta-tool's name, or SERVER__NAME.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The real tool; unset for a meta-tool.
+	Tool *ToolRef `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Cut to 500 code points.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schemas; output_schema is empty when the tool states none.
+	InputSchema   string       `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	OutputSchema  string       `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	Annotations   *Annotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedTool) Reset() {
+	*x = ListedTool{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedTool) ProtoMessage() {}
+
+func (x *ListedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedTool.ProtoReflect.Descriptor instead.
+func (*ListedTool) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListedTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListedTool) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ListedTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ListedTool) GetInputSchema() string {
+	if x != nil {
+		return x.InputSchema
+	}
+	return ""
+}
+
+func (x *ListedTool) GetOutputSchema() string {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return ""
+}
+
+func (x *ListedTool) GetAnnotations() *Annotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
 type CallToolRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Server string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name, or its qualified name SERVER__NAME.
+	Name   string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	// A JSON object, at most 1 MiB; validated against the input schema.
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -238,7 +436,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +448,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +461,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{4}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -304,7 +502,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +514,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +527,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallToolResponse) GetExecutionId() string {
@@ -375,7 +573,24 @@ const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\tR\x06server\"x\n" +
 	"$ExecutionServiceDescribeToolResponse\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12+\n" +
-	"\x11ambiguous_servers\x18\x02 \x03(\tR\x10ambiguousServers\"d\n" +
+	"\x11ambiguous_servers\x18\x02 \x03(\tR\x10ambiguousServers\":\n" +
+	" ExecutionServiceListToolsRequest\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\"\x91\x01\n" +
+	"!ExecutionServiceListToolsResponse\x12\x1e\n" +
+	"\n" +
+	"disclosure\x18\x01 \x01(\tR\n" +
+	"disclosure\x12+\n" +
+	"\x05tools\x18\x02 \x03(\v2\x15.cardex.v1.ListedToolR\x05tools\x12\x1f\n" +
+	"\vnext_cursor\x18\x03 \x01(\tR\n" +
+	"nextCursor\"\xec\x01\n" +
+	"\n" +
+	"ListedTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
+	"\x04tool\x18\x02 \x01(\v2\x12.cardex.v1.ToolRefR\x04tool\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12!\n" +
+	"\finput_schema\x18\x04 \x01(\tR\vinputSchema\x12#\n" +
+	"\routput_schema\x18\x05 \x01(\tR\foutputSchema\x128\n" +
+	"\vannotations\x18\x06 \x01(\v2\x16.cardex.v1.AnnotationsR\vannotations\"d\n" +
 	"\x0fCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12%\n" +
@@ -385,11 +600,12 @@ const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\v2\x12.cardex.v1.ToolRefR\x04tool\x12\x1f\n" +
 	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError2\xb6\x02\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError2\x9e\x03\n" +
 	"\x10ExecutionService\x12l\n" +
 	"\vSearchTools\x12-.cardex.v1.ExecutionServiceSearchToolsRequest\x1a..cardex.v1.ExecutionServiceSearchToolsResponse\x12o\n" +
 	"\fDescribeTool\x12..cardex.v1.ExecutionServiceDescribeToolRequest\x1a/.cardex.v1.ExecutionServiceDescribeToolResponse\x12C\n" +
-	"\bCallTool\x12\x1a.cardex.v1.CallToolRequest\x1a\x1b.cardex.v1.CallToolResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
+	"\bCallTool\x12\x1a.cardex.v1.CallToolRequest\x1a\x1b.cardex.v1.CallToolResponse\x12f\n" +
+	"\tListTools\x12+.cardex.v1.ExecutionServiceListToolsRequest\x1a,.cardex.v1.ExecutionServiceListToolsResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
 
 var (
 	file_cardex_v1_execution_proto_rawDescOnce sync.Once
@@ -403,33 +619,42 @@ func file_cardex_v1_execution_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_execution_proto_rawDescData
 }
 
-var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_cardex_v1_execution_proto_goTypes = []any{
 	(*ExecutionServiceSearchToolsRequest)(nil),   // 0: cardex.v1.ExecutionServiceSearchToolsRequest
 	(*ExecutionServiceSearchToolsResponse)(nil),  // 1: cardex.v1.ExecutionServiceSearchToolsResponse
 	(*ExecutionServiceDescribeToolRequest)(nil),  // 2: cardex.v1.ExecutionServiceDescribeToolRequest
 	(*ExecutionServiceDescribeToolResponse)(nil), // 3: cardex.v1.ExecutionServiceDescribeToolResponse
-	(*CallToolRequest)(nil),                      // 4: cardex.v1.CallToolRequest
-	(*CallToolResponse)(nil),                     // 5: cardex.v1.CallToolResponse
-	(*ToolSummary)(nil),                          // 6: cardex.v1.ToolSummary
-	(*Card)(nil),                                 // 7: cardex.v1.Card
-	(*ToolRef)(nil),                              // 8: cardex.v1.ToolRef
+	(*ExecutionServiceListToolsRequest)(nil),     // 4: cardex.v1.ExecutionServiceListToolsRequest
+	(*ExecutionServiceListToolsResponse)(nil),    // 5: cardex.v1.ExecutionServiceListToolsResponse
+	(*ListedTool)(nil),                           // 6: cardex.v1.ListedTool
+	(*CallToolRequest)(nil),                      // 7: cardex.v1.CallToolRequest
+	(*CallToolResponse)(nil),                     // 8: cardex.v1.CallToolResponse
+	(*ToolSummary)(nil),                          // 9: cardex.v1.ToolSummary
+	(*Card)(nil),                                 // 10: cardex.v1.Card
+	(*ToolRef)(nil),                              // 11: cardex.v1.ToolRef
+	(*Annotations)(nil),                          // 12: cardex.v1.Annotations
 }
 var file_cardex_v1_execution_proto_depIdxs = []int32{
-	6, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	7, // 1: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
-	8, // 2: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
-	0, // 3: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
-	2, // 4: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
-	4, // 5: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
-	1, // 6: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
-	3, // 7: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
-	5, // 8: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	9,  // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	10, // 1: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
+	6,  // 2: cardex.v1.ExecutionServiceListToolsResponse.tools:type_name -> cardex.v1.ListedTool
+	11, // 3: cardex.v1.ListedTool.tool:type_name -> cardex.v1.ToolRef
+	12, // 4: cardex.v1.ListedTool.annotations:type_name -> cardex.v1.Annotations
+	11, // 5: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
+	0,  // 6: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
+	2,  // 7: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
+	7,  // 8: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
+	4,  // 9: cardex.v1.ExecutionService.ListTools:input_type -> cardex.v1.ExecutionServiceListToolsRequest
+	1,  // 10: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
+	3,  // 11: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
+	8,  // 12: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
+	5,  // 13: cardex.v1.ExecutionService.ListTools:output_type -> cardex.v1.ExecutionServiceListToolsResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_execution_proto_init() }
@@ -445,7 +670,7 @@ func file_cardex_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_execution_proto_rawDesc), len(file_cardex_v1_execution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
