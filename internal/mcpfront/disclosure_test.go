@@ -445,3 +445,59 @@ func TestSessionBelongsToItsToken(t *testing.T) {
 		}
 	}
 }
+
+// TestDrain: Drain lets a call in flight finish and be answered, refuses
+// new requests and closes the sessions, whose streams would otherwise keep
+// an HTTP server's Shutdown waiting.
+func TestDrain(t *testing.T) {
+	e := setup(t, false)
+	cs := connectWith(t, e.url, adminToken, nil, legacy)
+	answered := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "files__slow", Arguments: map[string]any{}})
+		switch {
+		case err != nil:
+			answered <- "error: " + err.Error()
+		case len(res.Content) > 0:
+			answered <- res.Content[0].(*mcp.TextContent).Text
+		default:
+			answered <- "empty result"
+		}
+	}()
+	for e.up.count("slow") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.front.Drain(ctx)
+	// The answer was written before Drain closed the session: the client
+	// has it (and not a closed connection), if a moment later.
+	select {
+	case text := <-answered:
+		if !strings.Contains(text, `upstream "files" did not answer in time`) {
+			t.Fatalf("the call in flight was answered with %q", text)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight was never answered")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Drain waited for its deadline")
+	}
+	done := make(chan error, 1)
+	go func() { done <- cs.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session is still open after Drain")
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a request after Drain: status %d", resp.StatusCode)
+	}
+}
