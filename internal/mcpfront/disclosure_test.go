@@ -396,15 +396,20 @@ func TestStateless(t *testing.T) {
 		t.Fatalf("a session in stateless mode: %q", old.ID())
 	}
 	modern := make(listChanged, 8)
-	connectWith(t, e.url, pinnedToken, modern.options(), "")
-	if names, _, _ := listAll(t, old); !slices.Contains(names, "files__read_file") {
-		t.Fatalf("pin not listed: %v", names)
+	mcs := connectWith(t, e.url, pinnedToken, modern.options(), "")
+	for _, cs := range []*mcp.ClientSession{old, mcs} {
+		if names, _, _ := listAll(t, cs); !slices.Contains(names, "files__read_file") {
+			t.Fatalf("pin not listed: %v", names)
+		}
 	}
 	revoke(t, e, "files", "read_file")
 	if names, _, _ := listAll(t, old); slices.Contains(names, "files__read_file") {
 		t.Fatalf("the next tools/list still lists the revoked pin: %v", names)
 	}
 	modern.wait(t, "subscribed client")
+	if names, _, _ := listAll(t, mcs); slices.Contains(names, "files__read_file") {
+		t.Fatalf("the subscribed client still lists the revoked pin: %v", names)
+	}
 	if res, text := call(t, old, "files__stat", map[string]any{"path": "a"}); res.IsError || text != "size 11" {
 		t.Fatalf("direct call without a session: %q", text)
 	}
@@ -451,10 +456,20 @@ func TestSessionBelongsToItsToken(t *testing.T) {
 // an HTTP server's Shutdown waiting.
 func TestDrain(t *testing.T) {
 	e := setup(t, false)
+	// The caller retries its session's stream as real clients do, so the
+	// stream's end does not fail its call before the answer is read; the
+	// listener does not, so its session's end shows at once.
+	tr := &mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: &http.Client{Transport: bearer{adminToken}}}
+	caller, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(), tr,
+		&mcp.ClientSessionOptions{ProtocolVersion: legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer caller.Close()
 	cs := connectWith(t, e.url, adminToken, nil, legacy)
 	answered := make(chan string, 1)
 	go func() {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "files__slow", Arguments: map[string]any{}})
+		res, err := caller.CallTool(context.Background(), &mcp.CallToolParams{Name: "files__slow", Arguments: map[string]any{}})
 		switch {
 		case err != nil:
 			answered <- "error: " + err.Error()
