@@ -60,6 +60,7 @@ type Retriever struct {
 	byTenant map[string]map[string]*entry            // tenant → id → entry
 	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
 	seq      uint64
+	changed  chan struct{} // closed and replaced at every change of the view (Changed)
 
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
@@ -86,6 +87,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byID:     map[string]*entry{},
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
+		changed:  make(chan struct{}),
 
 		lexWeights:    DefaultLexicalWeights(),
 		serverPrior:   DefaultServerPrior,
@@ -126,6 +128,15 @@ func (r *Retriever) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.byID)
+}
+
+// Changed returns a channel that is closed when the view next changes (a
+// Sync that applied changes). Take it before reading the view, and no change
+// after the read goes unnoticed.
+func (r *Retriever) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
 }
 
 // Seq is the store change sequence the view reflects.
@@ -218,6 +229,8 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		r.add(e)
 	}
 	r.seq = changes[len(changes)-1].Seq
+	close(r.changed)
+	r.changed = make(chan struct{})
 	return nil
 }
 

@@ -29,6 +29,7 @@ func serveCmd() *cobra.Command {
 		grace, syncEvery                               time.Duration
 	)
 	var httpListen, agentTokens, upstreamsFile string
+	var mcpStateless bool
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	var sf storeFlags    // --store, --database-url, --database-schema
 	cmd := &cobra.Command{
@@ -101,7 +102,7 @@ func serveCmd() *cobra.Command {
 			defer fb.Close()
 
 			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: "dev", DataDir: dataDir, Key: key,
-				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen})
+				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless})
 			if err != nil {
 				return err
 			}
@@ -159,6 +160,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")
 	f.StringVar(&agentTokens, "agent-tokens", os.Getenv("CARDEX_AGENT_TOKENS"), "token file mapping agents' bearer tokens to tenant, subject and scopes, for /mcp and ExecutionService (env CARDEX_AGENT_TOKENS)")
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
+	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")
 	ef.register(cmd)
 	sf.register(cmd)
 	return cmd

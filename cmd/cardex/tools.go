@@ -23,12 +23,12 @@ import (
 func toolsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tools",
-		Short: "Search, describe and call tools as an agent (ExecutionService; caller = the agent token)",
-		Long: `The MCP front's three operations for agents that have a shell: search_tools, describe_tool and
-call_tool over gRPC. The caller is the identity the server's agent token file gives --token
-(env CARDEX_AGENT_TOKEN); no tenant or scopes are taken from flags.`,
+		Short: "List, search, describe and call tools as an agent (ExecutionService; caller = the agent token)",
+		Long: `The MCP front for agents that have a shell, over gRPC: its tools/list (list), and its three
+meta-tools search_tools, describe_tool and call_tool. The caller is the identity the server's agent
+token file gives --token (env CARDEX_AGENT_TOKEN); no tenant or scopes are taken from flags.`,
 	}
-	cmd.AddCommand(toolsSearchCmd(), toolsDescribeCmd(), toolsCallCmd())
+	cmd.AddCommand(toolsListCmd(), toolsSearchCmd(), toolsDescribeCmd(), toolsCallCmd())
 	return cmd
 }
 
@@ -56,6 +56,61 @@ func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, con
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 	}
 	return pb.NewExecutionServiceClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+}
+
+func toolsListCmd() *cobra.Command {
+	var af agentFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "What the MCP front's tools/list shows your token: the meta-tools and your pinned tools, or in full mode every tool you may use",
+		Long: `Prints the tools the token's disclosure mode lists, as the MCP front's tools/list does: progressive
+(the default) lists search_tools, describe_tool and call_tool, then the token's pinned tools
+(always_load) that it may use; full lists every tool the token may use. Names are qualified
+(SERVER__NAME): tools describe and tools call take them as they are. Every page is fetched.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("--output %q: use table or json", output)
+			}
+			client, ctx, done, err := af.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			all := &pb.ExecutionServiceListToolsResponse{}
+			for cursor := ""; ; {
+				resp, err := client.ListTools(ctx, &pb.ExecutionServiceListToolsRequest{Cursor: cursor})
+				if err != nil {
+					return err
+				}
+				all.Disclosure = resp.Disclosure
+				all.Tools = append(all.Tools, resp.Tools...)
+				if cursor = resp.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if output == "json" {
+				return printJSON(all)
+			}
+			rows := make([][]string, 0, len(all.Tools))
+			for _, t := range all.Tools {
+				tool := "(meta-tool)"
+				if t.Tool != nil {
+					tool = t.Tool.Server + "/" + t.Tool.Name
+				}
+				rows = append(rows, []string{t.Name, tool, cut(t.Description, 80)})
+			}
+			if err := table([]string{"NAME", "TOOL", "DESCRIPTION"}, rows); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(os.Stdout, "\n%d tools listed (%s disclosure)\n", len(all.Tools), all.Disclosure)
+			return err
+		},
+	}
+	af.register(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
 }
 
 func toolsSearchCmd() *cobra.Command {

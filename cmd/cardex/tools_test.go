@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -50,7 +51,8 @@ func TestImportAndToolsCall(t *testing.T) {
 		return p
 	}
 	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
-  - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"]}
+  - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"], always_load: [notes/get_note, notes/delete_note]}
+  - {token: small-agent-token-0123, tenant: acme, subject: small-agent, scopes: ["notes:read"], disclosure: full}
 `))
 	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", "upstreams:\n  - {server: notes, url: "+up.URL+"}\n"))
 	// A free port for /mcp, so the test can connect an MCP client to it.
@@ -171,6 +173,75 @@ func TestImportAndToolsCall(t *testing.T) {
 	audit, err := os.ReadFile(filepath.Join(dir, "data", "audit.jsonl"))
 	if err != nil || strings.Count(string(audit), "\n") != 6 || !strings.Contains(string(audit), `"via":"mcp"`) {
 		t.Fatalf("audit log: %v\n%s", err, audit)
+	}
+
+	// tools list prints what the token's disclosure lists: the meta-tools and
+	// the pins it may use, or every tool it may use; calls take the names.
+	var listed struct {
+		Disclosure string `json:"disclosure"`
+		Tools      []struct {
+			Name string `json:"name"`
+			Tool *struct {
+				Server, Name string
+			} `json:"tool"`
+			InputSchema string `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	names := func() string {
+		var ns []string
+		for _, tl := range listed.Tools {
+			ns = append(ns, tl.Name)
+		}
+		return strings.Join(ns, " ")
+	}
+	out, code = run(t, bin, addr, "tools", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || code != 0 || listed.Disclosure != "progressive" ||
+		names() != "search_tools describe_tool call_tool notes__get_note" || listed.Tools[3].Tool.Name != "get_note" ||
+		listed.Tools[3].InputSchema != `{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"}` {
+		t.Fatalf("tools list: exit %d, %v\n%s", code, err, out)
+	}
+	if out, code = run(t, bin, addr, "tools", "list", "--token", "small-agent-token-0123"); code != 0 ||
+		!strings.Contains(out, "notes__get_note  notes/get_note") || strings.Contains(out, "search_tools") || !strings.Contains(out, "1 tools listed (full disclosure)") {
+		t.Fatalf("tools list (full): exit %d\n%s", code, out)
+	}
+	if out, code = run(t, bin, addr, "tools", "call", "notes__get_note", "--args", `{"title": "by name"}`); code != 0 || !strings.Contains(out, "note by name") {
+		t.Fatalf("tools call notes__get_note: exit %d\n%s", code, out)
+	}
+	audit, _ = os.ReadFile(filepath.Join(dir, "data", "audit.jsonl"))
+	if !strings.Contains(string(audit), `"via":"grpc","disclosure":"progressive"`) {
+		t.Fatalf("audit log: %s", audit)
+	}
+
+	// Over /mcp the pin is listed; a session is told when its card is revoked
+	// through the CatalogService.
+	changed := make(chan struct{}, 4)
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	lres, err := cs2.ListTools(context.Background(), nil)
+	if err != nil || len(lres.Tools) != 4 || lres.Tools[3].Name != "notes__get_note" {
+		t.Fatalf("tools/list over /mcp: %v %+v", err, lres)
+	}
+	if out, code = run(t, bin, addr, "cards", "get", "notes/get_note", "--tenant", "acme", "-o", "json"); code != 0 {
+		t.Fatalf("cards get: %d", code)
+	}
+	_ = json.Unmarshal([]byte(out), &c)
+	b, _ = json.Marshal(map[string]any{"tenant": c["tenant"], "server": c["server"], "name": c["name"], "kind": c["kind"],
+		"summary": c["summary"], "required_scopes": c["requiredScopes"], "status": "revoked", "input_schema": json.RawMessage(c["inputSchema"].(string))})
+	if out, code = run(t, bin, addr, "cards", "apply", "-f", write("get_note.json", string(b))); code != 0 || !strings.Contains(out, "1 updated") {
+		t.Fatalf("revoke get_note: %d\n%s", code, out)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the pin's card was revoked")
+	}
+	if lres, err = cs2.ListTools(context.Background(), nil); err != nil || len(lres.Tools) != 3 {
+		t.Fatalf("tools/list after the revocation: %v %+v", err, lres)
 	}
 
 	// Without a token the agent is nobody.

@@ -41,6 +41,8 @@ type Config struct {
 	// HTTPListen is the address of the /mcp listener; empty: no listener.
 	// There is no listener without a TokenFile either.
 	HTTPListen string
+	// MCPStateless serves /mcp without sessions (see mcpfront.Config).
+	MCPStateless bool
 }
 
 // Surfaces are the running agent surfaces.
@@ -52,6 +54,7 @@ type Surfaces struct {
 	sql      *sqlquery.Pools
 	audit    *upstream.Audit
 	http     *http.Server
+	front    *mcpfront.Front
 	lis      net.Listener
 	errc     chan error
 }
@@ -105,7 +108,8 @@ func Open(cfg Config) (*Surfaces, error) {
 		}
 		s.lis = lis
 		mux := http.NewServeMux()
-		mux.Handle(mcpfront.Path, mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version}))
+		s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})
+		mux.Handle(mcpfront.Path, s.front)
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
@@ -145,12 +149,15 @@ func (s *Surfaces) Serve() {
 func (s *Surfaces) Err() <-chan error { return s.errc }
 
 // Shutdown stops accepting /mcp requests and waits for in-flight ones until
-// ctx ends, then closes what is left.
+// ctx ends, then closes the sessions (ending their streams) and what is left.
 func (s *Surfaces) Shutdown(ctx context.Context) error {
 	if s.http == nil {
 		return nil
 	}
-	err := s.http.Shutdown(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.http.Shutdown(ctx) }()
+	s.front.Drain(ctx)
+	err := <-done
 	if err != nil {
 		s.http.Close()
 	}
@@ -160,6 +167,9 @@ func (s *Surfaces) Shutdown(ctx context.Context) error {
 // Close closes the upstream sessions and the audit log.
 func (s *Surfaces) Close() error {
 	var errs []error
+	if s.front != nil {
+		s.front.Close()
+	}
 	if s.http != nil {
 		errs = append(errs, s.http.Close())
 	} else if s.lis != nil {

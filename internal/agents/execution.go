@@ -13,6 +13,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
 	"github.com/seed0cff8200/cardex/internal/gateway"
+	"github.com/seed0cff8200/cardex/internal/mcpfront"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -31,6 +32,15 @@ type execution struct {
 
 // caller is the identity of the bearer token in the call's metadata.
 func (s *execution) caller(ctx context.Context) (retriever.Caller, error) {
+	id, err := s.identity(ctx)
+	if err != nil {
+		return retriever.Caller{}, err
+	}
+	return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+}
+
+// identity is the token's whole identity, disclosure mode included.
+func (s *execution) identity(ctx context.Context) (tokens.Identity, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var header string
 	if v := md.Get("authorization"); len(v) > 0 {
@@ -38,15 +48,15 @@ func (s *execution) caller(ctx context.Context) (retriever.Caller, error) {
 	}
 	if header == "" {
 		if id, ok := s.tokens.Anonymous(); ok {
-			return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+			return id, nil
 		}
-		return retriever.Caller{}, status.Error(codes.Unauthenticated, "ExecutionService needs an agent token: authorization: Bearer TOKEN")
+		return tokens.Identity{}, status.Error(codes.Unauthenticated, "ExecutionService needs an agent token: authorization: Bearer TOKEN")
 	}
 	id, ok := s.tokens.Lookup(tokens.BearerToken(header))
 	if !ok {
-		return retriever.Caller{}, status.Error(codes.Unauthenticated, "unknown agent token")
+		return tokens.Identity{}, status.Error(codes.Unauthenticated, "unknown agent token")
 	}
-	return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+	return id, nil
 }
 
 func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSearchToolsRequest) (*pb.ExecutionServiceSearchToolsResponse, error) {
@@ -99,11 +109,12 @@ func (s *execution) DescribeTool(ctx context.Context, req *pb.ExecutionServiceDe
 }
 
 func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.CallToolResponse, error) {
-	c, err := s.caller(ctx)
+	id, err := s.identity(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.gw.Call(ctx, c, "grpc", req.GetName(), req.GetServer(), json.RawMessage(req.GetArgumentsJson()))
+	c := retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}
+	res, err := s.gw.Call(ctx, c, gateway.Origin{Via: gateway.ViaGRPC, Disclosure: id.Disclosure}, req.GetName(), req.GetServer(), json.RawMessage(req.GetArgumentsJson()))
 	if err != nil {
 		return nil, s.status("CallTool", err)
 	}
@@ -124,6 +135,57 @@ func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.
 		out.Query = &pb.QueryReceipt{RowCount: int64(q.RowCount), Complete: q.Complete, IncompleteReason: q.IncompleteReason, Error: q.Error}
 	}
 	return out, nil
+}
+
+func (s *execution) ListTools(ctx context.Context, req *pb.ExecutionServiceListToolsRequest) (*pb.ExecutionServiceListToolsResponse, error) {
+	id, err := s.identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := mcpfront.List(ctx, s.gw, id)
+	if err != nil {
+		return nil, s.status("ListTools", err)
+	}
+	page, next, err := mcpfront.Page(list, id.Disclosure, req.GetCursor(), mcpfront.DefaultPageSize)
+	if err != nil {
+		return nil, s.status("ListTools", err)
+	}
+	out := &pb.ExecutionServiceListToolsResponse{Disclosure: id.Disclosure, NextCursor: next}
+	for _, l := range page {
+		t := &pb.ListedTool{Name: l.Tool.Name, Description: l.Tool.Description}
+		if l.Card != nil {
+			t.Tool = &pb.ToolRef{Server: l.Card.Server, Name: l.Card.Name}
+			t.Annotations = apiconv.CardToProto(l.Card, false).GetAnnotations()
+		} else if a := l.Tool.Annotations; a != nil {
+			t.Annotations = &pb.Annotations{Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
+			if a.ReadOnlyHint {
+				t.Annotations.ReadOnly = &a.ReadOnlyHint
+			}
+			if a.IdempotentHint {
+				t.Annotations.Idempotent = &a.IdempotentHint
+			}
+		}
+		if t.InputSchema, err = schemaText(l.Tool.InputSchema); err == nil {
+			t.OutputSchema, err = schemaText(l.Tool.OutputSchema)
+		}
+		if err != nil {
+			return nil, s.status("ListTools", err)
+		}
+		out.Tools = append(out.Tools, t)
+	}
+	return out, nil
+}
+
+// schemaText is a listed schema as JSON text ("" for none).
+func schemaText(v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		return string(raw), nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // status maps the gateway's errors to gRPC codes.

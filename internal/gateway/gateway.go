@@ -22,6 +22,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/sqlquery"
+	"github.com/seed0cff8200/cardex/internal/toolname"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -169,22 +170,95 @@ func checkName(name, server string) *Denial {
 	return nil
 }
 
+// ref is one reading of a requested tool.
+type ref struct{ name, server string }
+
+// refs are the tools a requested (name, server) may stand for, in order: the
+// pair a qualified name SERVER__NAME stands for (when server is empty or the
+// same), then the name as it is. The first that the caller may use wins;
+// readings the caller may not use are skipped exactly like tools that do not
+// exist, so the order reveals nothing.
+func refs(name, server string) []ref {
+	var out []ref
+	if s, n, ok := toolname.Split(name); ok && (server == "" || server == s) {
+		out = append(out, ref{n, s})
+	}
+	return append(out, ref{name, server})
+}
+
 // Describe returns one authorized card, or a *Denial (unknown tool, or an
-// ambiguous name with the candidate servers).
+// ambiguous name with the candidate servers). name may be qualified.
 func (g *Gateway) Describe(ctx context.Context, c retriever.Caller, name, server string) (cards.Card, error) {
 	if d := checkName(name, server); d != nil {
 		return cards.Card{}, d
 	}
-	res, err := g.Retriever.Describe(ctx, c, name, server)
-	switch {
-	case errors.Is(err, cards.ErrNotFound):
-		return cards.Card{}, unknown(name)
-	case err != nil:
-		return cards.Card{}, err
-	case res.Ambiguous != nil:
-		return cards.Card{}, ambiguous(name, res.Ambiguous)
+	for _, r := range refs(name, server) {
+		res, err := g.Retriever.Describe(ctx, c, r.name, r.server)
+		switch {
+		case errors.Is(err, cards.ErrNotFound):
+			continue
+		case err != nil:
+			return cards.Card{}, err
+		case res.Ambiguous != nil:
+			return cards.Card{}, ambiguous(name, res.Ambiguous)
+		}
+		return res.Card, nil
 	}
-	return res.Card, nil
+	return cards.Card{}, unknown(name)
+}
+
+// Callable says whether a card can be called through the gateway: only MCP
+// tools have an upstream to forward to.
+func Callable(c *cards.Card) bool { return c.Kind == cards.KindMCPTool }
+
+// Pinned returns the pins that the caller may use and can call, in the order
+// given; the others are left out as if they did not exist.
+func (g *Gateway) Pinned(ctx context.Context, c retriever.Caller, pins []cards.Key) ([]cards.Card, error) {
+	var out []cards.Card
+	for _, k := range pins {
+		res, err := g.Retriever.Describe(ctx, c, k.Name, k.Server)
+		if errors.Is(err, cards.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if Callable(&res.Card) {
+			out = append(out, res.Card)
+		}
+	}
+	return out, nil
+}
+
+// Tools returns every card that the caller may use and can call, in
+// (server, name) order.
+func (g *Gateway) Tools(ctx context.Context, c retriever.Caller) ([]cards.Card, error) {
+	var out []cards.Card
+	seen := map[cards.Key]bool{}
+	cursor := ""
+	for {
+		rows, next, err := g.Retriever.Search(ctx, c, "", retriever.MaxPageSize, cursor)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			res, err := g.Retriever.Describe(ctx, c, r.Name, r.Server)
+			if errors.Is(err, cards.ErrNotFound) {
+				continue // gone since the page was read
+			}
+			if err != nil {
+				return nil, err
+			}
+			if k := res.Card.Key(); Callable(&res.Card) && !seen[k] {
+				seen[k] = true
+				out = append(out, res.Card)
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
 }
 
 func ambiguous(name string, servers []string) *Denial {
@@ -203,14 +277,28 @@ type CallResult struct {
 	Query *QueryReceipt
 }
 
+// How calls reach the gateway, as the audit log records them (Origin.Via).
+const (
+	ViaMCP       = "mcp"        // call_tool on the MCP front
+	ViaMCPDirect = "mcp_direct" // tools/call of the tool's own name on the MCP front
+	ViaGRPC      = "grpc"       // ExecutionService.CallTool
+)
+
+// Origin is where a call comes from, for the audit log.
+type Origin struct {
+	Via string
+	// Disclosure is the caller's token's disclosure mode, if it has one.
+	Disclosure string
+}
+
 // Call authorizes the call exactly as AuthorizeCall does and, when allowed,
 // forwards it to the card's upstream. It returns a *Denial when refused
 // (nothing forwarded) and an *upstream.CallError when the upstream produced
 // no result. Every call, allowed or not, is audited (never its arguments).
-// via names the surface (mcp or grpc).
-func (g *Gateway) Call(ctx context.Context, c retriever.Caller, via, name, server string, args json.RawMessage) (CallResult, error) {
+// name may be qualified (SERVER__NAME).
+func (g *Gateway) Call(ctx context.Context, c retriever.Caller, o Origin, name, server string, args json.RawMessage) (CallResult, error) {
 	start := time.Now()
-	entry := upstream.AuditEntry{ID: uuid.NewString(), Via: via, Tenant: c.Tenant}
+	entry := upstream.AuditEntry{ID: uuid.NewString(), Via: o.Via, Disclosure: o.Disclosure, Tenant: c.Tenant}
 	if cards.ValidName(name) {
 		entry.Tool = name
 	}
@@ -254,7 +342,14 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 	if len(strings.TrimSpace(string(args))) == 0 {
 		args = json.RawMessage("{}")
 	}
-	a, err := g.Retriever.Authorize(ctx, c, name, server, args)
+	var a retriever.Authorization
+	var err error
+	for _, r := range refs(name, server) {
+		a, err = g.Retriever.Authorize(ctx, c, r.name, r.server, args)
+		if err != nil || a.Decision != retriever.DenyUnknownTool {
+			break
+		}
+	}
 	if errors.Is(err, cards.ErrInvalid) {
 		return CallResult{}, &Denial{Outcome: upstream.OutcomeDeniedArguments, Message: "arguments refused", Violations: []string{err.Error()}}
 	}
@@ -281,7 +376,7 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 	if g.SQL.Has(c.Tenant, a.Key.Server) {
 		return g.callSQL(ctx, c, name, server, desc.Card, args, entry)
 	}
-	if desc.Card.Kind != cards.KindMCPTool {
+	if !Callable(&desc.Card) {
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server,
 			Err: fmt.Errorf("%s/%s is a %s card, not an MCP tool", a.Key.Server, a.Key.Name, desc.Card.Kind)}
 	}

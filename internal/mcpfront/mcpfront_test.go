@@ -137,12 +137,16 @@ type env struct {
 	auditPath string
 	store     cards.Store
 	ret       *retriever.Retriever
+	front     *mcpfront.Front
 }
+
+// option changes setup's token file or front configuration.
+type option func(*tokens.File, *mcpfront.Config)
 
 // setup imports the upstream's tools as cards (with the real importer),
 // adjusts scopes and statuses like a platform team would, and serves /mcp on
 // loopback in front of them.
-func setup(t *testing.T, anonymous bool) *env {
+func setup(t *testing.T, anonymous bool, opts ...option) *env {
 	t.Helper()
 	ctx := context.Background()
 	t.Setenv("CARDEX_TEST_UPSTREAM_KEY", upstreamKey)
@@ -230,16 +234,23 @@ func setup(t *testing.T, anonymous bool) *env {
 	if anonymous {
 		tf.Anonymous = &tokens.Identity{Tenant: "acme", Scopes: []string{"nothing:here"}}
 	}
+	gw := &gateway.Gateway{Retriever: ret, Upstreams: reg, Audit: audit}
+	cfg := mcpfront.Config{Gateway: gw, Version: "test"}
+	for _, o := range opts {
+		o(&tf, &cfg)
+	}
 	table, err := tokens.New(tf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := &gateway.Gateway{Retriever: ret, Upstreams: reg, Audit: audit}
+	cfg.Tokens = table
+	h := mcpfront.NewHandler(cfg)
 	mux := http.NewServeMux()
-	mux.Handle(mcpfront.Path, mcpfront.NewHandler(mcpfront.Config{Gateway: gw, Tokens: table, Version: "test"}))
+	mux.Handle(mcpfront.Path, h)
 	front := httptest.NewServer(mux)
 	t.Cleanup(front.Close)
-	return &env{up: up, url: front.URL + mcpfront.Path, auditPath: auditPath, store: st, ret: ret}
+	t.Cleanup(h.Close) // first: it ends the sessions' streams, which front.Close waits for
+	return &env{up: up, url: front.URL + mcpfront.Path, auditPath: auditPath, store: st, ret: ret, front: h}
 }
 
 type bearer struct{ token string }

@@ -309,10 +309,208 @@ func (x *ExecutionServiceDescribeToolResponse) GetAmbiguousServers() []string {
 	return nil
 }
 
+type ExecutionServiceListToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for the first page; then a previous response's next_cursor.
+	Cursor        string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionServiceListToolsRequest) Reset() {
+	*x = ExecutionServiceListToolsRequest{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionServiceListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionServiceListToolsRequest) ProtoMessage() {}
+
+func (x *ExecutionServiceListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionServiceListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ExecutionServiceListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExecutionServiceListToolsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+type ExecutionServiceListToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's disclosure mode: "progressive" or "full".
+	Disclosure string        `protobuf:"bytes,1,opt,name=disclosure,proto3" json:"disclosure,omitempty"`
+	Tools      []*ListedTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Set when more tools follow: pass it as cursor. Full mode only: a
+	// progressive list is always one page.
+	NextCursor    string `protobuf:"bytes,3,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionServiceListToolsResponse) Reset() {
+	*x = ExecutionServiceListToolsResponse{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionServiceListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionServiceListToolsResponse) ProtoMessage() {}
+
+func (x *ExecutionServiceListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionServiceListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ExecutionServiceListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ExecutionServiceListToolsResponse) GetDisclosure() string {
+	if x != nil {
+		return x.Disclosure
+	}
+	return ""
+}
+
+func (x *ExecutionServiceListToolsResponse) GetTools() []*ListedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ExecutionServiceListToolsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
+// A tool as the MCP front's tools/list shows it.
+type ListedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name to call it by: a meta-tool's name, or SERVER__NAME.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The real tool; unset for a meta-tool.
+	Tool *ToolRef `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Cut to 500 code points.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schemas; output_schema is empty when the tool states none.
+	InputSchema   string       `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	OutputSchema  string       `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	Annotations   *Annotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedTool) Reset() {
+	*x = ListedTool{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedTool) ProtoMessage() {}
+
+func (x *ListedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedTool.ProtoReflect.Descriptor instead.
+func (*ListedTool) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListedTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListedTool) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ListedTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ListedTool) GetInputSchema() string {
+	if x != nil {
+		return x.InputSchema
+	}
+	return ""
+}
+
+func (x *ListedTool) GetOutputSchema() string {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return ""
+}
+
+func (x *ListedTool) GetAnnotations() *Annotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
 type CallToolRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Server string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name, or its qualified name SERVER__NAME.
+	Name   string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	// A JSON object, at most 1 MiB; validated against the input schema.
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -321,7 +519,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +531,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +544,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -390,7 +588,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	mi := &file_cardex_v1_execution_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +600,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	mi := &file_cardex_v1_execution_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +613,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{6}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CallToolResponse) GetExecutionId() string {
@@ -471,7 +669,7 @@ type QueryReceipt struct {
 
 func (x *QueryReceipt) Reset() {
 	*x = QueryReceipt{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	mi := &file_cardex_v1_execution_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +681,7 @@ func (x *QueryReceipt) String() string {
 func (*QueryReceipt) ProtoMessage() {}
 
 func (x *QueryReceipt) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	mi := &file_cardex_v1_execution_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +694,7 @@ func (x *QueryReceipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReceipt.ProtoReflect.Descriptor instead.
 func (*QueryReceipt) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{7}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QueryReceipt) GetRowCount() int64 {
@@ -550,7 +748,24 @@ const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\tR\x06server\"x\n" +
 	"$ExecutionServiceDescribeToolResponse\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12+\n" +
-	"\x11ambiguous_servers\x18\x02 \x03(\tR\x10ambiguousServers\"d\n" +
+	"\x11ambiguous_servers\x18\x02 \x03(\tR\x10ambiguousServers\":\n" +
+	" ExecutionServiceListToolsRequest\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\"\x91\x01\n" +
+	"!ExecutionServiceListToolsResponse\x12\x1e\n" +
+	"\n" +
+	"disclosure\x18\x01 \x01(\tR\n" +
+	"disclosure\x12+\n" +
+	"\x05tools\x18\x02 \x03(\v2\x15.cardex.v1.ListedToolR\x05tools\x12\x1f\n" +
+	"\vnext_cursor\x18\x03 \x01(\tR\n" +
+	"nextCursor\"\xec\x01\n" +
+	"\n" +
+	"ListedTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
+	"\x04tool\x18\x02 \x01(\v2\x12.cardex.v1.ToolRefR\x04tool\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12!\n" +
+	"\finput_schema\x18\x04 \x01(\tR\vinputSchema\x12#\n" +
+	"\routput_schema\x18\x05 \x01(\tR\foutputSchema\x128\n" +
+	"\vannotations\x18\x06 \x01(\v2\x16.cardex.v1.AnnotationsR\vannotations\"d\n" +
 	"\x0fCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12%\n" +
@@ -566,11 +781,12 @@ const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\trow_count\x18\x01 \x01(\x03R\browCount\x12\x1a\n" +
 	"\bcomplete\x18\x02 \x01(\bR\bcomplete\x12+\n" +
 	"\x11incomplete_reason\x18\x03 \x01(\tR\x10incompleteReason\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error2\xb6\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error2\x9e\x03\n" +
 	"\x10ExecutionService\x12l\n" +
 	"\vSearchTools\x12-.cardex.v1.ExecutionServiceSearchToolsRequest\x1a..cardex.v1.ExecutionServiceSearchToolsResponse\x12o\n" +
 	"\fDescribeTool\x12..cardex.v1.ExecutionServiceDescribeToolRequest\x1a/.cardex.v1.ExecutionServiceDescribeToolResponse\x12C\n" +
-	"\bCallTool\x12\x1a.cardex.v1.CallToolRequest\x1a\x1b.cardex.v1.CallToolResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
+	"\bCallTool\x12\x1a.cardex.v1.CallToolRequest\x1a\x1b.cardex.v1.CallToolResponse\x12f\n" +
+	"\tListTools\x12+.cardex.v1.ExecutionServiceListToolsRequest\x1a,.cardex.v1.ExecutionServiceListToolsResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
 
 var (
 	file_cardex_v1_execution_proto_rawDescOnce sync.Once
@@ -584,37 +800,46 @@ func file_cardex_v1_execution_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_execution_proto_rawDescData
 }
 
-var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_cardex_v1_execution_proto_goTypes = []any{
 	(*ExecutionServiceSearchToolsRequest)(nil),   // 0: cardex.v1.ExecutionServiceSearchToolsRequest
 	(*ExecutionServiceSearchToolsResponse)(nil),  // 1: cardex.v1.ExecutionServiceSearchToolsResponse
 	(*SearchMatch)(nil),                          // 2: cardex.v1.SearchMatch
 	(*ExecutionServiceDescribeToolRequest)(nil),  // 3: cardex.v1.ExecutionServiceDescribeToolRequest
 	(*ExecutionServiceDescribeToolResponse)(nil), // 4: cardex.v1.ExecutionServiceDescribeToolResponse
-	(*CallToolRequest)(nil),                      // 5: cardex.v1.CallToolRequest
-	(*CallToolResponse)(nil),                     // 6: cardex.v1.CallToolResponse
-	(*QueryReceipt)(nil),                         // 7: cardex.v1.QueryReceipt
-	(*ToolSummary)(nil),                          // 8: cardex.v1.ToolSummary
-	(*Card)(nil),                                 // 9: cardex.v1.Card
-	(*ToolRef)(nil),                              // 10: cardex.v1.ToolRef
+	(*ExecutionServiceListToolsRequest)(nil),     // 5: cardex.v1.ExecutionServiceListToolsRequest
+	(*ExecutionServiceListToolsResponse)(nil),    // 6: cardex.v1.ExecutionServiceListToolsResponse
+	(*ListedTool)(nil),                           // 7: cardex.v1.ListedTool
+	(*CallToolRequest)(nil),                      // 8: cardex.v1.CallToolRequest
+	(*CallToolResponse)(nil),                     // 9: cardex.v1.CallToolResponse
+	(*QueryReceipt)(nil),                         // 10: cardex.v1.QueryReceipt
+	(*ToolSummary)(nil),                          // 11: cardex.v1.ToolSummary
+	(*Card)(nil),                                 // 12: cardex.v1.Card
+	(*ToolRef)(nil),                              // 13: cardex.v1.ToolRef
+	(*Annotations)(nil),                          // 14: cardex.v1.Annotations
 }
 var file_cardex_v1_execution_proto_depIdxs = []int32{
-	8,  // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	11, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
 	2,  // 1: cardex.v1.ExecutionServiceSearchToolsResponse.matches:type_name -> cardex.v1.SearchMatch
-	9,  // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
-	10, // 3: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
-	7,  // 4: cardex.v1.CallToolResponse.query:type_name -> cardex.v1.QueryReceipt
-	0,  // 5: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
-	3,  // 6: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
-	5,  // 7: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
-	1,  // 8: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
-	4,  // 9: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
-	6,  // 10: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
-	8,  // [8:11] is the sub-list for method output_type
-	5,  // [5:8] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	12, // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
+	7,  // 3: cardex.v1.ExecutionServiceListToolsResponse.tools:type_name -> cardex.v1.ListedTool
+	13, // 4: cardex.v1.ListedTool.tool:type_name -> cardex.v1.ToolRef
+	14, // 5: cardex.v1.ListedTool.annotations:type_name -> cardex.v1.Annotations
+	13, // 6: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
+	10, // 7: cardex.v1.CallToolResponse.query:type_name -> cardex.v1.QueryReceipt
+	0,  // 8: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
+	3,  // 9: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
+	8,  // 10: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
+	5,  // 11: cardex.v1.ExecutionService.ListTools:input_type -> cardex.v1.ExecutionServiceListToolsRequest
+	1,  // 12: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
+	4,  // 13: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
+	9,  // 14: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
+	6,  // 15: cardex.v1.ExecutionService.ListTools:output_type -> cardex.v1.ExecutionServiceListToolsResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_execution_proto_init() }
@@ -630,7 +855,7 @@ func file_cardex_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_execution_proto_rawDesc), len(file_cardex_v1_execution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
