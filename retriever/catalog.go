@@ -21,8 +21,8 @@ type entry struct {
 	id     string
 	card   cards.Card
 	tokens int
-	// learned are phrasings learned from use (see Learn); they outlive
-	// updates of the card and go when it is removed.
+	// learned are phrasings learned from use (see Learn), as the store
+	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
 
 	schemaOnce sync.Once
@@ -55,7 +55,10 @@ type Retriever struct {
 	byID     map[string]*entry
 	byTenant map[string]map[string]*entry            // tenant → id → entry
 	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
-	seq      uint64
+	// servers are the store's server entries (tenant → name → entry),
+	// whatever the status of their cards; they grant nothing.
+	servers map[string]map[string]cards.ServerInfo
+	seq     uint64
 
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
@@ -79,6 +82,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byID:     map[string]*entry{},
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
+		servers:  map[string]map[string]cards.ServerInfo{},
 
 		lexWeights:    DefaultLexicalWeights(),
 		serverPrior:   DefaultServerPrior,
@@ -124,8 +128,9 @@ func (r *Retriever) Seq() uint64 {
 const syncPage = 1000
 
 // Sync applies every store change after the last one seen: active cards are
-// (re)indexed with embeddings reused when their text and model are unchanged,
-// everything else is dropped from the view.
+// (re)indexed with their learned phrasings and with embeddings reused when
+// their text and model are unchanged, everything else is dropped from the
+// view; server entries are kept in the view's server map.
 func (r *Retriever) Sync(ctx context.Context) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
@@ -147,15 +152,24 @@ func (r *Retriever) Sync(ctx context.Context) error {
 func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	var upserts []*entry
 	var removals []string
-	r.mu.RLock()
-	prior := make(map[string][]string)
+	servers := map[cards.Key]*cards.ServerInfo{} // nil: removed
 	for _, ch := range changes {
-		if e := r.byID[DocID(ch.Key)]; e != nil && len(e.learned) > 0 {
-			prior[e.id] = e.learned
+		if ch.Key.IsServer() {
+			if ch.Deleted {
+				servers[ch.Key] = nil
+				continue
+			}
+			si, err := r.store.GetServer(ctx, ch.Key.Tenant, ch.Key.Server)
+			switch {
+			case err == nil:
+				servers[ch.Key] = &si
+			case isNotFound(err):
+				servers[ch.Key] = nil
+			default:
+				return fmt.Errorf("read server %s/%s: %w", ch.Key.Tenant, ch.Key.Server, err)
+			}
+			continue
 		}
-	}
-	r.mu.RUnlock()
-	for _, ch := range changes {
 		id := DocID(ch.Key)
 		if ch.Deleted {
 			removals = append(removals, id)
@@ -164,11 +178,24 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		c, err := r.store.Get(ctx, ch.Key)
 		switch {
 		case err == nil && c.Status == cards.StatusActive:
-			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c), learned: prior[id]})
+			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})
 		case err == nil || isNotFound(err):
 			removals = append(removals, id)
 		default:
 			return fmt.Errorf("read card %s: %w", ch.Key, err)
+		}
+	}
+	if len(upserts) > 0 {
+		keys := make([]cards.Key, len(upserts))
+		for i, e := range upserts {
+			keys[i] = e.card.Key()
+		}
+		learned, err := r.store.Learned(ctx, keys)
+		if err != nil {
+			return fmt.Errorf("read learned phrasings: %w", err)
+		}
+		for i, e := range upserts {
+			e.learned = learned[keys[i]]
 		}
 	}
 	vecs, err := r.embeddings(ctx, upserts)
@@ -203,11 +230,30 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		r.drop(e.id)
 		r.add(e)
 	}
+	for k, si := range servers {
+		r.setServer(k, si)
+	}
 	r.seq = changes[len(changes)-1].Seq
 	return nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, cards.ErrNotFound) }
+
+// setServer records a server entry in the view (nil removes it). Call with
+// r.mu held.
+func (r *Retriever) setServer(k cards.Key, si *cards.ServerInfo) {
+	if si == nil {
+		delete(r.servers[k.Tenant], k.Server)
+		if len(r.servers[k.Tenant]) == 0 {
+			delete(r.servers, k.Tenant)
+		}
+		return
+	}
+	if r.servers[k.Tenant] == nil {
+		r.servers[k.Tenant] = map[string]cards.ServerInfo{}
+	}
+	r.servers[k.Tenant][k.Server] = *si
+}
 
 func (r *Retriever) add(e *entry) {
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
@@ -313,13 +359,17 @@ func EmbeddingText(c *cards.Card) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
 }
 
-// embeddingText is EmbeddingText plus the learned phrasings.
-func (e *entry) embeddingText() string {
-	if len(e.learned) == 0 {
-		return EmbeddingText(&e.card)
+// LearnedEmbeddingText is the text of a card's vector once it has learned
+// phrasings: EmbeddingText followed by them.
+func LearnedEmbeddingText(c *cards.Card, learned []string) string {
+	if len(learned) == 0 {
+		return EmbeddingText(c)
 	}
-	return EmbeddingText(&e.card) + ". " + strings.Join(e.learned, ". ")
+	return EmbeddingText(c) + ". " + strings.Join(learned, ". ")
 }
+
+// embeddingText is EmbeddingText plus the learned phrasings.
+func (e *entry) embeddingText() string { return LearnedEmbeddingText(&e.card, e.learned) }
 
 func lexicalDoc(e *entry) LexicalDoc {
 	c := &e.card
