@@ -13,7 +13,9 @@ import (
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
-func serversReq(ss ...*pb.ServerInfo) *pb.PutServersRequest { return &pb.PutServersRequest{Servers: ss} }
+func serversReq(ss ...*pb.ServerInfo) *pb.PutServersRequest {
+	return &pb.PutServersRequest{Servers: ss}
+}
 
 func listServerNames(t *testing.T, e *env, tenant string) []string {
 	t.Helper()
