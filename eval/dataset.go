@@ -83,12 +83,23 @@ func (q *Query) Needs() [][]string {
 	return out
 }
 
+// Server is one row of servers.jsonl: what a server is, in its authors'
+// words.
+type Server struct {
+	Server      string `json:"server"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Category    string `json:"category,omitempty"`
+	Web         string `json:"web,omitempty"`
+}
+
 // Dataset is one loaded dataset folder.
 type Dataset struct {
 	Name    string // the folder's base name
 	Dir     string
 	Tools   []Tool
-	Queries []Query // nil when the folder has no queries.jsonl
+	Queries []Query  // nil when the folder has no queries.jsonl
+	Servers []Server // nil when the folder has no servers.jsonl
 }
 
 // HasIntents reports whether any query carries intents.
@@ -143,6 +154,23 @@ func Load(dir string) (*Dataset, error) {
 			return nil, fmt.Errorf("%s: tool %q appears twice", toolsPath, t.Name)
 		}
 		labels[t.Name] = true
+	}
+
+	serversPath := filepath.Join(dir, "servers.jsonl")
+	if _, err := os.Stat(serversPath); err == nil {
+		if err := readJSONL(serversPath, func(line int, raw []byte) error {
+			var s Server
+			if err := strictUnmarshal(raw, &s); err != nil {
+				return err
+			}
+			if s.Server == "" {
+				return errors.New(`"server" is required`)
+			}
+			d.Servers = append(d.Servers, s)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	queriesPath := filepath.Join(dir, "queries.jsonl")

@@ -38,6 +38,10 @@ type Options struct {
 	// NoReformulate turns off the reformulation of low-confidence queries
 	// (on by default in the service), to measure what it does.
 	NoReformulate bool
+	// StrictAlternatives scores a shortlist slot by its tool alone; by
+	// default a need is also met by a near-duplicate the slot names as its
+	// alternative (a model sees its name and can describe it).
+	StrictAlternatives bool
 	// Tenant the cards are registered under; "" → "eval-" + dataset name.
 	Tenant string
 	// Tokenizer counts token savings; nil → no token report.
@@ -230,12 +234,9 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 					continue
 				}
 				ranked := make([]string, 0, len(keys))
-				for _, k := range keys {
-					label := cat.Label(k[0], k[1])
-					if label == "" { // not one of ours: never a hit
-						label = k[0] + "/" + k[1] + " (unknown)"
-					}
-					ranked = append(ranked, label)
+				needs := d.Queries[qi].Needs()
+				for _, f := range keys {
+					ranked = append(ranked, slotLabel(cat, f, needs, !o.StrictAlternatives))
 				}
 				results[qi][ri] = result{ranked: ranked, latency: lat}
 				done <- struct{}{}
@@ -357,6 +358,28 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	rep.Timing.TokenSeconds = time.Since(t0).Seconds()
 	rep.Timing.TotalSeconds = time.Since(start).Seconds()
 	return rep, misses, nil
+}
+
+// slotLabel is the label a shortlist slot is scored as: its tool's, or,
+// when alternatives count, the first of the tool and its named
+// alternatives that meets one of the needs.
+func slotLabel(cat *Catalog, f Found, needs [][]string, alternatives bool) string {
+	label := func(k [2]string) string {
+		if l := cat.Label(k[0], k[1]); l != "" {
+			return l
+		}
+		return k[0] + "/" + k[1] + " (unknown)" // not one of ours: never a hit
+	}
+	primary := label(f.Key)
+	if !alternatives || inAny(needs, primary) {
+		return primary
+	}
+	for _, a := range f.Alternatives {
+		if l := label(a); inAny(needs, l) {
+			return l
+		}
+	}
+	return primary
 }
 
 // run is one (condition, mode) pair of an evaluation.

@@ -25,6 +25,10 @@ type entry struct {
 	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
 
+	// dup and words are what near-duplicate detection compares (diverse.go).
+	dup   string
+	words map[string]bool
+
 	schemaOnce sync.Once
 	schema     *cards.Schema
 	schemaErr  error
@@ -63,8 +67,11 @@ type Retriever struct {
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
-	intentContext          float64
 	queryContext           float64
+	decompose              bool
+	serverBoost            float64
+	collapse               bool
+	srv                    *serverIndex
 	confidence             ConfidenceModel
 	minConfidence          float64
 }
@@ -86,6 +93,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 
 		lexWeights:    DefaultLexicalWeights(),
 		serverPrior:   DefaultServerPrior,
+		collapse:      DefaultCollapse,
 		minCoverage:   DefaultMinCoverage,
 		minCosine:     DefaultMinCosine,
 		confidence:    DefaultConfidenceModel,
@@ -99,6 +107,10 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		return nil, err
 	}
 	r.lex = lex
+	if r.srv, err = newServerIndex(emb.Dim()); err != nil {
+		lex.Close()
+		return nil, err
+	}
 	start := time.Now()
 	if err := r.Sync(ctx); err != nil {
 		lex.Close()
@@ -109,7 +121,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 }
 
 // Close releases the indexes.
-func (r *Retriever) Close() error { return r.lex.Close() }
+func (r *Retriever) Close() error { return errors.Join(r.lex.Close(), r.srv.close()) }
 
 // Len is the number of active cards held, across tenants.
 func (r *Retriever) Len() int {
@@ -256,6 +268,7 @@ func (r *Retriever) setServer(k cards.Key, si *cards.ServerInfo) {
 }
 
 func (r *Retriever) add(e *entry) {
+	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	r.byID[e.id] = e
 	if r.byTenant[t] == nil {

@@ -75,6 +75,10 @@ type Scored struct {
 	// ForQuery: the query's ranked list reached this tool (always true for
 	// a ranked tool of a request without intents).
 	ForQuery bool
+	// Alternatives are near-duplicates of this tool on other servers that
+	// its ranked lists placed below it (names only; each is in the caller's
+	// candidate set), in rank order.
+	Alternatives []cards.Key
 	// Intents are the indices (into Request.Intents) of the intents whose
 	// ranked lists reached this tool, ascending.
 	Intents []int
@@ -199,10 +203,16 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	return r.run(ctx, req, topK, alpha)
 }
 
-// textList is one ranked list of a request: the query's or an intent's.
+// textList is one ranked list of a request: the query's, an intent's, or a
+// part of the query (Decompose).
 type textList struct {
-	text string
-	vec  []float32 // nil: not embedded (the embedder failed)
+	// intent is the index in Request.Intents, or -1 for the query and its
+	// parts.
+	intent int
+	// context says the list is ranked with the query as its context.
+	context bool
+	text    string
+	vec     []float32 // nil: not embedded (the embedder failed)
 	// alt is the reformulation of text, ranked instead when text ranks
 	// low-confidence and alt does not ("" → none).
 	alt    string
@@ -210,14 +220,21 @@ type textList struct {
 }
 
 // lists returns the request's texts to rank: the query (when given) first,
-// then the intents in order.
-func (req *Request) lists() []textList {
+// then the intents in order, or, for a query alone that decomposes into
+// parts (when the retriever decomposes), the parts.
+func (r *Retriever) lists(req *Request) []textList {
 	var out []textList
-	if strings.TrimSpace(req.Query) != "" {
-		out = append(out, textList{text: req.Query})
+	query := strings.TrimSpace(req.Query) != ""
+	if query {
+		out = append(out, textList{intent: -1, text: req.Query})
 	}
-	for _, in := range req.Intents {
-		out = append(out, textList{text: in})
+	for i, in := range req.Intents {
+		out = append(out, textList{intent: i, text: in, context: query})
+	}
+	if query && len(req.Intents) == 0 && r.decompose && !req.Mode.single() {
+		for _, p := range Decompose(req.Query) {
+			out = append(out, textList{intent: -1, text: p, context: true})
+		}
 	}
 	return out
 }
@@ -225,10 +242,13 @@ func (req *Request) lists() []textList {
 // run is the pipeline after validation: rank every list, and when a list is
 // low-confidence, reformulate its text once and rank again.
 func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
-	lists := req.lists()
-	texts := make([]string, len(lists))
+	lists := r.lists(&req)
+	texts := make([]string, len(lists), len(lists)+1)
 	for i, l := range lists {
 		texts[i] = l.text
+	}
+	if strings.TrimSpace(req.Query) != "" {
+		texts = append(texts, req.Query) // the context of the other lists
 	}
 	vecs, err := r.embedQueries(ctx, texts)
 	if err != nil {
@@ -237,7 +257,11 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for i := range lists {
 		lists[i].vec = vecs[i]
 	}
-	res, low, err := r.answer(ctx, req, lists, topK, alpha)
+	var qctx *textList
+	if len(texts) > len(lists) {
+		qctx = &textList{intent: -1, text: req.Query, vec: vecs[len(lists)]}
+	}
+	res, low, err := r.answer(ctx, req, lists, qctx, topK, alpha)
 	if err != nil || req.NoReformulate {
 		return res, err
 	}
@@ -264,7 +288,7 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for j, i := range retry {
 		lists[i].altVec = altVecs[j]
 	}
-	res, _, err = r.answer(ctx, req, lists, topK, alpha)
+	res, _, err = r.answer(ctx, req, lists, qctx, topK, alpha)
 	return res, err
 }
 
@@ -288,7 +312,7 @@ func (r *Retriever) embedQueries(ctx context.Context, texts []string) ([][]float
 // answer runs steps 2–8 for the request's lists under one read lock, so the
 // candidate set, the rankings and the hydrated cards come from one view of
 // the catalogue. It also reports which lists ranked low-confidence.
-func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, topK int, alpha float64) (Result, []bool, error) {
+func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, qctx *textList, topK int, alpha float64) (Result, []bool, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 
@@ -314,14 +338,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 	res.MinConfidence = minConf
 	anyRanked := false
 	ranked := make([][]Fused, len(lists))
-	queryList := strings.TrimSpace(req.Query) != ""
+	alts := map[string][]string{} // ID → its near-duplicates' IDs
 	for i, l := range lists {
 		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
-		if queryList && i > 0 && r.queryContext > 0 {
+		if l.context && qctx != nil && r.queryContext > 0 {
 			// An intent is ranked with the query as its context: the
 			// query's words at a lower weight, its vector blended in.
-			parts = append(parts, WeightedText{Text: lists[0].text, Weight: r.queryContext})
-			vec = blend(l.vec, lists[0].vec, r.queryContext)
+			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
+			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
 		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha)
 		if err != nil {
@@ -340,13 +364,13 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 			if !r.lowConfidence(alt) {
 				fused, res.Degraded = alt, res.Degraded || altDegraded
 				switch {
-				case queryList && i == 0:
+				case i == 0 && l.intent < 0:
 					res.Reformulated = l.alt
-				default:
+				case l.intent >= 0:
 					if res.ReformulatedIntents == nil {
 						res.ReformulatedIntents = make([]string, len(req.Intents))
 					}
-					res.ReformulatedIntents[i-b2i(queryList)] = l.alt
+					res.ReformulatedIntents[l.intent] = l.alt
 				}
 			}
 		}
@@ -354,20 +378,21 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		if r.serverPrior > 0 && !req.Mode.single() {
 			fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
 		}
+		if !req.Mode.single() {
+			fused = liftServers(fused, r.serverLift(ctx, filter, candidates, parts, vec), candidates)
+		}
+		if r.collapse {
+			fused = collapseList(fused, candidates, alts)
+		}
 		ranked[i] = r.confident(fused)
 		if len(fused) > 0 {
 			anyRanked = true
 			if fused[0].Confidence < minConf {
 				ranked[i] = nil
-				if !(queryList && i == 0) {
-					res.AbstainedIntents = append(res.AbstainedIntents, i-b2i(queryList))
+				if l.intent >= 0 {
+					res.AbstainedIntents = append(res.AbstainedIntents, l.intent)
 				}
 			}
-		}
-	}
-	if queryList && r.intentContext > 0 {
-		for i := 1; i < len(ranked); i++ {
-			ranked[i] = WithContext(ranked[i], ranked[0], r.intentContext)
 		}
 	}
 	merged := MergeFair(ranked, topK)
@@ -386,17 +411,29 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, t
 		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
+	placed := make(map[string]bool, len(merged))
+	for _, m := range merged {
+		placed[m.ID] = true
+	}
 	for _, m := range merged {
 		e := candidates[m.ID]
 		if e == nil { // never happens: both legs search inside the set
 			continue
 		}
 		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
+		for _, id := range alts[m.ID] {
+			if _, shown := taken[id]; shown || placed[id] {
+				continue
+			}
+			if a := candidates[id]; a != nil {
+				s.Alternatives = append(s.Alternatives, a.card.Key())
+			}
+		}
 		for _, li := range m.Lists {
-			if queryList && li == 0 {
-				s.ForQuery = true
+			if in := lists[li].intent; in >= 0 {
+				s.Intents = append(s.Intents, in)
 			} else {
-				s.Intents = append(s.Intents, li-b2i(queryList))
+				s.ForQuery = true
 			}
 		}
 		if i, pinned := taken[m.ID]; pinned {
@@ -447,13 +484,6 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 		fused[i].Confidence = r.confidence.Confidence(fused[i], i+1)
 	}
 	return fused
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // rankText ranks one text inside the candidate set: the lexical and the

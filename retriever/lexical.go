@@ -432,6 +432,11 @@ func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int)
 		texts = append(texts, text)
 		for _, tok := range x.analyzer.Analyze([]byte(text)) {
 			t := string(tok.Term)
+			if os.Getenv("QTF1") != "" {
+				if _, seen := cover[t]; seen && cover[t] >= p.Weight {
+					continue
+				}
+			}
 			qtf[t] += p.Weight
 			cover[t] = max(cover[t], p.Weight)
 		}

@@ -1,9 +1,6 @@
 package retriever
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // Merged is one tool of a merged shortlist: its scores in the list that
 // placed it, and every list that wanted it.
@@ -74,41 +71,5 @@ func MergeFair(lists [][]Fused, k int) []Merged {
 			break
 		}
 	}
-	return out
-}
-
-// WithContext re-ranks a list in the light of a context list (an intent's
-// list in the light of the whole request's): a card's score becomes its
-// score in the list plus beta × its score in the context, so among cards
-// that fit the intent alike, the ones that fit the request come first. Cards
-// that only the context holds join with beta × their context score. The
-// result is sorted by score descending, then ID; inputs are not modified.
-func WithContext(list, context []Fused, beta float64) []Fused {
-	out := make([]Fused, 0, len(list)+len(context))
-	at := make(map[string]int, len(list))
-	for _, f := range list {
-		if _, dup := at[f.ID]; dup {
-			continue
-		}
-		at[f.ID] = len(out)
-		f.Fields = slices.Clone(f.Fields)
-		out = append(out, f)
-	}
-	for _, c := range context {
-		if i, ok := at[c.ID]; ok {
-			out[i].Score += beta * c.Score
-			continue
-		}
-		at[c.ID] = len(out)
-		c.Fields = slices.Clone(c.Fields)
-		c.Score *= beta
-		out = append(out, c)
-	}
-	slices.SortFunc(out, func(a, b Fused) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
 	return out
 }

@@ -57,12 +57,15 @@ type Event struct {
 
 // Discovery is what the recorder remembers of one DiscoverTools answer.
 type Discovery struct {
-	ID            string
-	Tenant        string
-	Subject       string
-	SessionID     string
-	Query         string
-	Returned      []Tool
+	ID        string
+	Tenant    string
+	Subject   string
+	SessionID string
+	Query     string
+	Returned  []Tool
+	// Intents are, per returned tool, the request's intents whose ranked
+	// lists reached it: what a used tool learns instead of the query.
+	Intents       map[Tool][]string
 	LowConfidence bool
 	Time          time.Time
 }
@@ -372,14 +375,22 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 	e := r.event(TypeOutcome, d, used, miss)
 	e.NoneFit = noneFit
 	r.write(e)
-	query := d.Query
+	// The phrasing to learn: the intents that reached the tool (each one
+	// part of the task, in the orchestrator's words), else the query.
+	var phrases []string
+	if used != nil {
+		phrases = d.Intents[*used]
+	}
+	if len(phrases) == 0 && d.Query != "" {
+		phrases = []string{d.Query}
+	}
 	r.mu.Unlock()
 
-	if used == nil || !r.cfg.RawQueries || r.cfg.Learner == nil || query == "" {
+	if used == nil || !r.cfg.RawQueries || r.cfg.Learner == nil || len(phrases) == 0 {
 		return miss, nil
 	}
 	k := cards.Key{Tenant: tenant, Server: used.Server, Name: used.Name}
-	if _, err := r.cfg.Learner.Learn(ctx, k, query); err != nil {
+	if _, err := r.cfg.Learner.Learn(ctx, k, phrases...); err != nil {
 		return miss, fmt.Errorf("learn from outcome: %w", err)
 	}
 	return miss, nil
