@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -569,5 +570,65 @@ func TestFieldError(t *testing.T) {
 	e.Item = "cards[3] billing/refund"
 	if e.Error() != "cards[3] billing/refund: summary: is 501 characters; the limit is 500" {
 		t.Errorf("with item = %q", e)
+	}
+}
+
+func TestParseEntriesServers(t *testing.T) {
+	data := `
+- kind: server
+  tenant: acme
+  name: billing
+  title: Billing API
+  description: Invoices, payments and refunds.
+- {tenant: acme, server: billing, name: refund, summary: Refund a payment}
+- {kind: server, tenant: acme, name: orders, version: 3}
+`
+	cs, ss, err := ParseEntries("mixed.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Name != "refund" {
+		t.Errorf("cards = %+v", cs)
+	}
+	want := []ServerInfo{
+		{Tenant: "acme", Name: "billing", Title: "Billing API", Description: "Invoices, payments and refunds."},
+		{Tenant: "acme", Name: "orders", Version: 3},
+	}
+	if !slices.Equal(ss, want) {
+		t.Errorf("servers = %+v, want %+v", ss, want)
+	}
+	// ParseFile keeps the cards only.
+	if cs, err := ParseFile("mixed.yaml", []byte(data)); err != nil || len(cs) != 1 {
+		t.Errorf("ParseFile = %d cards, %v", len(cs), err)
+	}
+	for _, tc := range []struct{ data, want string }{
+		{"{kind: server, tenant: acme, name: x, summary: cards have summaries}", `mixed.yaml#1: server entry: json: unknown field "summary"`},
+		{"- {kind: server, tenant: acme, name: x}\n- {kind: server, tenant: acme, name: y, aliases: [a]}", `mixed.yaml#2: server entry: json: unknown field "aliases"`},
+		{"- {tenant: acme, server: s, name: x, summary: s, title: no}", `mixed.yaml#1: json: unknown field "title"`},
+	} {
+		if _, _, err := ParseEntries("mixed.yaml", []byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseEntries(%q) = %v, want %q", tc.data, err, tc.want)
+		}
+	}
+
+	// LoadEntries keeps each entry's source.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.json"), []byte(`[{"kind":"server","tenant":"acme","name":"z"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := LoadEntries(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := func(f string, i int) string { return filepath.Join(dir, f) + "#" + strconv.Itoa(i) }
+	if !slices.Equal(e.CardSources, []string{src("a.yaml", 2)}) ||
+		!slices.Equal(e.ServerSources, []string{src("a.yaml", 1), src("a.yaml", 3), src("b.json", 1)}) || len(e.Servers) != 3 {
+		t.Errorf("LoadEntries = %+v", e)
+	}
+	if cs, sources, err := LoadPath(dir); err != nil || len(cs) != 1 || sources[0] != src("a.yaml", 2) {
+		t.Errorf("LoadPath = %v, %v, %v", cs, sources, err)
 	}
 }

@@ -106,11 +106,13 @@ func (b *InProcess) Register(ctx context.Context, cat *Catalog) error {
 			return fmt.Errorf("register cards: %w", err)
 		}
 	}
-	b.ret, err = retriever.New(ctx, b.store, b.emb, slog.New(slog.DiscardHandler), b.opts...)
-	if err != nil {
-		return err
+	if len(cat.Servers) > 0 {
+		if _, err := b.store.PutServers(ctx, cat.Servers); err != nil {
+			return fmt.Errorf("register server entries: %w", err)
+		}
 	}
-	return b.ret.SetServers(cat.Servers)
+	b.ret, err = retriever.New(ctx, b.store, b.emb, slog.New(slog.DiscardHandler), b.opts...)
+	return err
 }
 
 // Discover implements Backend.

@@ -21,8 +21,8 @@ type entry struct {
 	id     string
 	card   cards.Card
 	tokens int
-	// learned are phrasings learned from use (see Learn); they outlive
-	// updates of the card and go when it is removed.
+	// learned are phrasings learned from use (see Learn), as the store
+	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
 
 	// dup and words are what near-duplicate detection compares (diverse.go).
@@ -59,8 +59,11 @@ type Retriever struct {
 	byID     map[string]*entry
 	byTenant map[string]map[string]*entry            // tenant → id → entry
 	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
-	seq      uint64
-	changed  chan struct{} // closed and replaced at every change of the view (Changed)
+	// servers are the store's server entries (tenant → name → entry),
+	// whatever the status of their cards; they grant nothing.
+	servers map[string]map[string]cards.ServerInfo
+	seq     uint64
+	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
@@ -88,6 +91,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
 		changed:  make(chan struct{}),
+		servers:  map[string]map[string]cards.ServerInfo{},
 
 		lexWeights:    DefaultLexicalWeights(),
 		serverPrior:   DefaultServerPrior,
@@ -149,8 +153,9 @@ func (r *Retriever) Seq() uint64 {
 const syncPage = 1000
 
 // Sync applies every store change after the last one seen: active cards are
-// (re)indexed with embeddings reused when their text and model are unchanged,
-// everything else is dropped from the view.
+// (re)indexed with their learned phrasings and with embeddings reused when
+// their text and model are unchanged, everything else is dropped from the
+// view; server entries are kept in the view's server map.
 func (r *Retriever) Sync(ctx context.Context) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
@@ -172,15 +177,24 @@ func (r *Retriever) Sync(ctx context.Context) error {
 func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	var upserts []*entry
 	var removals []string
-	r.mu.RLock()
-	prior := make(map[string][]string)
+	servers := map[cards.Key]*cards.ServerInfo{} // nil: removed
 	for _, ch := range changes {
-		if e := r.byID[DocID(ch.Key)]; e != nil && len(e.learned) > 0 {
-			prior[e.id] = e.learned
+		if ch.Key.IsServer() {
+			if ch.Deleted {
+				servers[ch.Key] = nil
+				continue
+			}
+			si, err := r.store.GetServer(ctx, ch.Key.Tenant, ch.Key.Server)
+			switch {
+			case err == nil:
+				servers[ch.Key] = &si
+			case isNotFound(err):
+				servers[ch.Key] = nil
+			default:
+				return fmt.Errorf("read server %s/%s: %w", ch.Key.Tenant, ch.Key.Server, err)
+			}
+			continue
 		}
-	}
-	r.mu.RUnlock()
-	for _, ch := range changes {
 		id := DocID(ch.Key)
 		if ch.Deleted {
 			removals = append(removals, id)
@@ -189,11 +203,24 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		c, err := r.store.Get(ctx, ch.Key)
 		switch {
 		case err == nil && c.Status == cards.StatusActive:
-			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c), learned: prior[id]})
+			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})
 		case err == nil || isNotFound(err):
 			removals = append(removals, id)
 		default:
 			return fmt.Errorf("read card %s: %w", ch.Key, err)
+		}
+	}
+	if len(upserts) > 0 {
+		keys := make([]cards.Key, len(upserts))
+		for i, e := range upserts {
+			keys[i] = e.card.Key()
+		}
+		learned, err := r.store.Learned(ctx, keys)
+		if err != nil {
+			return fmt.Errorf("read learned phrasings: %w", err)
+		}
+		for i, e := range upserts {
+			e.learned = learned[keys[i]]
 		}
 	}
 	vecs, err := r.embeddings(ctx, upserts)
@@ -228,6 +255,9 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		r.drop(e.id)
 		r.add(e)
 	}
+	if err := r.setServers(servers); err != nil {
+		return err
+	}
 	r.seq = changes[len(changes)-1].Seq
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -235,6 +265,32 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, cards.ErrNotFound) }
+
+// setServers records server entries in the view and its server index (nil
+// removes one). Call with r.mu held for writing.
+func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	var ups []cards.ServerInfo
+	var removed []cards.Key
+	for k, si := range servers {
+		if si == nil {
+			removed = append(removed, k)
+			delete(r.servers[k.Tenant], k.Server)
+			if len(r.servers[k.Tenant]) == 0 {
+				delete(r.servers, k.Tenant)
+			}
+			continue
+		}
+		if r.servers[k.Tenant] == nil {
+			r.servers[k.Tenant] = map[string]cards.ServerInfo{}
+		}
+		r.servers[k.Tenant][k.Server] = *si
+		ups = append(ups, *si)
+	}
+	return r.srv.update(ups, removed)
+}
 
 func (r *Retriever) add(e *entry) {
 	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
@@ -341,13 +397,17 @@ func EmbeddingText(c *cards.Card) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
 }
 
-// embeddingText is EmbeddingText plus the learned phrasings.
-func (e *entry) embeddingText() string {
-	if len(e.learned) == 0 {
-		return EmbeddingText(&e.card)
+// LearnedEmbeddingText is the text of a card's vector once it has learned
+// phrasings: EmbeddingText followed by them.
+func LearnedEmbeddingText(c *cards.Card, learned []string) string {
+	if len(learned) == 0 {
+		return EmbeddingText(c)
 	}
-	return EmbeddingText(&e.card) + ". " + strings.Join(e.learned, ". ")
+	return EmbeddingText(c) + ". " + strings.Join(learned, ". ")
 }
+
+// embeddingText is EmbeddingText plus the learned phrasings.
+func (e *entry) embeddingText() string { return LearnedEmbeddingText(&e.card, e.learned) }
 
 func lexicalDoc(e *entry) LexicalDoc {
 	c := &e.card

@@ -43,10 +43,10 @@ func WithServerPrior(w float64) Option { return func(r *Retriever) { r.serverPri
 // WithServerBoost sets the weight of server-entry matches (0 turns them off).
 func WithServerBoost(w float64) Option { return func(r *Retriever) { r.serverBoost = w } }
 
-// serverIndex holds the server entries of every tenant, lexically.
+// serverIndex holds the server entries of every tenant, lexically (the
+// entries themselves are the view's servers map).
 type serverIndex struct {
-	lex  *LexicalIndex
-	info map[string]cards.ServerInfo // DocID(ServerKey) → entry
+	lex *LexicalIndex
 }
 
 func newServerIndex() (*serverIndex, error) {
@@ -54,7 +54,7 @@ func newServerIndex() (*serverIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &serverIndex{lex: lex, info: map[string]cards.ServerInfo{}}, nil
+	return &serverIndex{lex: lex}, nil
 }
 
 func (x *serverIndex) close() error { return x.lex.Close() }
@@ -65,9 +65,7 @@ func (x *serverIndex) close() error { return x.lex.Close() }
 func (x *serverIndex) update(ss []cards.ServerInfo, remove []cards.Key) error {
 	var ids []string
 	for _, k := range remove {
-		id := DocID(cards.ServerKey(k.Tenant, k.Server))
-		ids = append(ids, id)
-		delete(x.info, id)
+		ids = append(ids, DocID(cards.ServerKey(k.Tenant, k.Server)))
 	}
 	if err := x.lex.Delete(ids); err != nil {
 		return err
@@ -76,18 +74,8 @@ func (x *serverIndex) update(ss []cards.ServerInfo, remove []cards.Key) error {
 	for i, s := range ss {
 		id := DocID(cards.ServerKey(s.Tenant, s.Name))
 		docs[i] = LexicalDoc{ID: id, Tenant: s.Tenant, Name: s.Name, Summary: s.Title, Description: s.Description}
-		x.info[id] = s
 	}
 	return x.lex.Upsert(docs)
-}
-
-// SetServers indexes server entries, replacing those with the same (tenant,
-// name). (The view follows the store's server entries; this is for a view
-// without them, such as an evaluation's.)
-func (r *Retriever) SetServers(ss []cards.ServerInfo) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.srv.update(ss, nil)
 }
 
 // serverLift returns the lift of each server (by name) for one ranked list:
@@ -106,7 +94,8 @@ func (r *Retriever) serverLift(filter Filter, candidates map[string]*entry, text
 			}
 		}
 	}
-	if r.serverBoost <= 0 || len(r.srv.info) == 0 {
+	entries := r.servers[filter.Tenant]
+	if r.serverBoost <= 0 || len(entries) == 0 {
 		return out
 	}
 	visible := map[string]bool{}
@@ -114,8 +103,8 @@ func (r *Retriever) serverLift(filter Filter, candidates map[string]*entry, text
 	for _, e := range candidates {
 		if s := e.card.Server; !visible[s] {
 			visible[s] = true
-			if id := DocID(cards.ServerKey(filter.Tenant, s)); r.srv.info[id].Name != "" {
-				ids = append(ids, id)
+			if _, ok := entries[s]; ok {
+				ids = append(ids, DocID(cards.ServerKey(filter.Tenant, s)))
 			}
 		}
 	}

@@ -32,18 +32,19 @@ func cardsApplyCmd() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR",
-		Short: "Create or update cards from YAML/JSON files (directories are read recursively)",
+		Short: "Create or update cards and server entries (kind: server) from YAML/JSON files (directories are read recursively)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
 				return fmt.Errorf("-f FILE|DIR is required")
 			}
-			in, sources, err := cards.LoadPath(path)
+			entries, err := cards.LoadEntries(path)
 			if err != nil {
 				return err
 			}
-			if len(in) == 0 {
-				return fmt.Errorf("%s: no cards found (.yaml, .yml or .json)", path)
+			in, sources := entries.Cards, entries.CardSources
+			if len(in) == 0 && len(entries.Servers) == 0 {
+				return fmt.Errorf("%s: no cards or server entries found (.yaml, .yml or .json)", path)
 			}
 			conn, ctx, cancel, err := cf.connect(cmd)
 			if err != nil {
@@ -52,7 +53,21 @@ func cardsApplyCmd() *cobra.Command {
 			defer conn.Close()
 			defer cancel()
 			client := pb.NewCatalogServiceClient(conn)
+			// Server entries first (each batch atomic); their results come
+			// first, with an empty name.
 			resp := &pb.PutCardsResponse{}
+			for start := 0; start < len(entries.Servers); start += applyBatch {
+				end := min(start+applyBatch, len(entries.Servers))
+				req := &pb.PutServersRequest{}
+				for i := start; i < end; i++ {
+					req.Servers = append(req.Servers, apiconv.ServerInfoToProto(&entries.Servers[i]))
+				}
+				r, err := client.PutServers(ctx, req)
+				if err != nil {
+					return fmt.Errorf("%s (server entries %s … %s): %w", path, entries.ServerSources[start], entries.ServerSources[end-1], err)
+				}
+				resp.Results = append(resp.Results, r.Results...)
+			}
 			for start := 0; start < len(in); {
 				// A batch holds at most applyBatch cards and applyBytes.
 				req := &pb.PutCardsRequest{}
@@ -77,26 +92,37 @@ func cardsApplyCmd() *cobra.Command {
 				resp.Results = append(resp.Results, r.Results...)
 				start = end
 			}
-			counts := map[string]int{}
+			counts, serverCounts := map[string]int{}, map[string]int{}
 			for _, r := range resp.Results {
-				counts[r.Outcome]++
+				if r.Name == "" {
+					serverCounts[r.Outcome]++
+				} else {
+					counts[r.Outcome]++
+				}
 			}
 			if cf.output == "json" {
 				return printJSON(resp)
 			}
 			rows := make([][]string, 0, len(resp.Results))
 			for _, r := range resp.Results {
-				rows = append(rows, []string{r.Tenant, r.Server, r.Name, strconv.FormatInt(r.Version, 10), r.Outcome})
+				name := r.Name
+				if name == "" {
+					name = "(server entry)"
+				}
+				rows = append(rows, []string{r.Tenant, r.Server, name, strconv.FormatInt(r.Version, 10), r.Outcome})
 			}
 			if err := table([]string{"TENANT", "SERVER", "NAME", "VERSION", "OUTCOME"}, rows); err != nil {
 				return err
 			}
 			fmt.Printf("\n%d created, %d updated, %d unchanged\n", counts["created"], counts["updated"], counts["unchanged"])
+			if len(entries.Servers) > 0 {
+				fmt.Printf("server entries: %d created, %d updated, %d unchanged\n", serverCounts["created"], serverCounts["updated"], serverCounts["unchanged"])
+			}
 			return nil
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringVarP(&path, "file", "f", "", "card file or directory")
+	cmd.Flags().StringVarP(&path, "file", "f", "", "card file or directory (entries of kind: server are server entries)")
 	return cmd
 }
 

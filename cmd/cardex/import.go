@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
@@ -129,13 +131,14 @@ may name environment variables as ${VAR}.`,
 				return fmt.Errorf("connect to the MCP server: %w", err)
 			}
 			tools, pages, err := mcpimport.ListAll(ctx, cs)
+			entry, hasEntry := mcpimport.ServerInfo(f.tenant, f.server, cs.InitializeResult())
 			cs.Close()
 			if err != nil {
 				return fmt.Errorf("nothing imported: %w", err)
 			}
 			fmt.Fprintf(os.Stderr, "read %d tools in %d tools/list pages\n", len(tools), pages)
 			imported, skipped := mcpimport.ToCards(f.tenant, f.server, tools)
-			if err := runImport(cmd, &f, cards.KindMCPTool, imported, skipped); err != nil {
+			if err := runImport(cmd, &f, cards.KindMCPTool, imported, skipped, serverEntry(entry, hasEntry)); err != nil {
 				return err
 			}
 			if upstreamsFile == "" && !f.dryRun {
@@ -179,7 +182,8 @@ revokes operations that vanished, like 'import mcp'.`,
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "read %d operations from %s\n", len(imported)+len(skipped), args[0])
-			return runImport(cmd, &f, cards.KindRESTOperation, imported, skipped)
+			entry, hasEntry := openapiimport.ServerInfo(doc, f.tenant, f.server)
+			return runImport(cmd, &f, cards.KindRESTOperation, imported, skipped, serverEntry(entry, hasEntry))
 		},
 	}
 	f.register(cmd)
@@ -225,8 +229,38 @@ func upstreamSnippet(u upstream.Upstream) string {
 	return b.String()
 }
 
+func serverEntry(si cards.ServerInfo, ok bool) *cards.ServerInfo {
+	if !ok {
+		return nil
+	}
+	return &si
+}
+
 // grpcCatalog is the catalogue of a running server, through CatalogService.
 type grpcCatalog struct{ c pb.CatalogServiceClient }
+
+func (g grpcCatalog) GetServer(ctx context.Context, tenant, name string) (cards.ServerInfo, error) {
+	resp, err := g.c.ListServers(ctx, &pb.ListServersRequest{Tenant: tenant, Name: name})
+	if status.Code(err) == codes.NotFound {
+		return cards.ServerInfo{}, fmt.Errorf("server %s: %w", name, cards.ErrNotFound)
+	}
+	if err != nil {
+		return cards.ServerInfo{}, err
+	}
+	if len(resp.Servers) != 1 {
+		return cards.ServerInfo{}, fmt.Errorf("server %s: the server answered %d entries", name, len(resp.Servers))
+	}
+	return apiconv.ServerInfoFromProto(resp.Servers[0]), nil
+}
+
+func (g grpcCatalog) PutServers(ctx context.Context, ss []cards.ServerInfo) error {
+	req := &pb.PutServersRequest{}
+	for i := range ss {
+		req.Servers = append(req.Servers, apiconv.ServerInfoToProto(&ss[i]))
+	}
+	_, err := g.c.PutServers(ctx, req)
+	return err
+}
 
 func (g grpcCatalog) List(ctx context.Context, tenant, server string) ([]cards.Card, error) {
 	var out []cards.Card
@@ -256,8 +290,10 @@ func (g grpcCatalog) Put(ctx context.Context, cs []cards.Card) error {
 }
 
 // runImport diffs the imported cards against the server's namespace, writes
-// the change in one atomic PutCards (unless --dry-run) and reports it.
-func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []cards.Card, skipped []mcpimport.Skipped) error {
+// the change in one atomic PutCards (unless --dry-run) and reports it. The
+// server entry the source describes (entry, when not nil) is diffed too
+// and written right after the cards, in a PutServers of its own.
+func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []cards.Card, skipped []mcpimport.Skipped, entry *cards.ServerInfo) error {
 	conn, ctx, cancel, err := f.cf.connect(cmd)
 	if err != nil {
 		return err
@@ -280,18 +316,38 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	if err != nil {
 		return err
 	}
-	return applyPlan(ctx, cat, f, plan, skipped)
+	var sch *catalogsync.ServerChange
+	if entry != nil {
+		c, err := catalogsync.PlanServer(ctx, cat, *entry)
+		if err != nil {
+			return err
+		}
+		sch = &c
+	}
+	return applyPlan(ctx, cat, f, plan, skipped, sch)
+}
+
+// importCatalog is where an import writes: cards and server entries.
+type importCatalog interface {
+	catalogsync.Catalog
+	catalogsync.ServerCatalog
 }
 
 // applyPlan writes an import's plan in one atomic PutCards (unless
-// --dry-run) and reports it.
-func applyPlan(ctx context.Context, cat catalogsync.Catalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped) error {
+// --dry-run), then the server entry's change (sch, when not nil) in a
+// PutServers of its own, and reports both.
+func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped, sch *catalogsync.ServerChange) error {
 	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
 		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
 	}
 	if !f.dryRun {
 		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
 			return fmt.Errorf("nothing written: %w", err)
+		}
+		if sch != nil {
+			if err := catalogsync.ApplyServer(ctx, cat, *sch); err != nil {
+				return err
+			}
 		}
 	}
 	for _, s := range skipped {
@@ -312,20 +368,37 @@ func applyPlan(ctx context.Context, cat catalogsync.Catalog, f *importFlags, pla
 			Name   string   `json:"name"`
 			Fields []string `json:"fields,omitempty"`
 		}
+		type serverChange struct {
+			Action      string   `json:"action"`
+			Title       string   `json:"title,omitempty"`
+			Description string   `json:"description,omitempty"`
+			Fields      []string `json:"fields,omitempty"`
+		}
 		out := struct {
-			Tenant  string              `json:"tenant"`
-			Server  string              `json:"server"`
-			DryRun  bool                `json:"dry_run"`
-			Changes []change            `json:"changes"`
-			Counts  map[string]int      `json:"counts"`
-			Skipped []mcpimport.Skipped `json:"skipped,omitempty"`
+			Tenant      string              `json:"tenant"`
+			Server      string              `json:"server"`
+			DryRun      bool                `json:"dry_run"`
+			Changes     []change            `json:"changes"`
+			Counts      map[string]int      `json:"counts"`
+			Skipped     []mcpimport.Skipped `json:"skipped,omitempty"`
+			ServerEntry *serverChange       `json:"server_entry,omitempty"`
 		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}}
 		for _, c := range plan.Changes {
 			out.Changes = append(out.Changes, change{Action: string(c.Action), Name: c.Card.Name, Fields: c.Fields})
 		}
+		if sch != nil {
+			out.ServerEntry = &serverChange{Action: string(sch.Action), Title: sch.Entry.Title, Description: sch.Entry.Description, Fields: sch.Fields}
+		}
 		return printPlainJSON(out)
 	}
-	rows := make([][]string, 0, len(plan.Changes))
+	rows := make([][]string, 0, len(plan.Changes)+1)
+	if sch != nil {
+		v := strconv.FormatInt(sch.Entry.Version, 10)
+		if sch.Action == catalogsync.Create {
+			v = "-"
+		}
+		rows = append(rows, []string{string(sch.Action), f.server, "(server entry)", v, strings.Join(sch.Fields, ",")})
+	}
 	for _, c := range plan.Changes {
 		v := strconv.FormatInt(c.Card.Version, 10)
 		if c.Action == catalogsync.Create {

@@ -88,7 +88,7 @@ skipped. With --upstreams FILE the database URL is the sql entry of --server in 
 			if err != nil {
 				return err
 			}
-			if err := applyPlan(ctx, cat, &f, plan, skipped); err != nil {
+			if err := applyPlan(ctx, cat, &f, plan, skipped, nil); err != nil {
 				return err
 			}
 			if upstreamsFile == "" && !f.dryRun {

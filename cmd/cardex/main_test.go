@@ -111,9 +111,26 @@ func TestTourAndRestart(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`\d+ created, 0 updated, 0 unchanged`).MatchString(out) {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
+	if !strings.Contains(out, "server entries: 8 created, 0 updated, 0 unchanged") || !strings.Contains(out, "(server entry)") {
+		t.Errorf("apply should register the examples' 6 acme + 2 globex server entries:\n%s", out)
+	}
 	out, _ = run(t, bin, addr, "cards", "apply", "-f", "../../examples/")
-	if !strings.Contains(out, "0 created, 0 updated,") {
+	if !strings.Contains(out, "0 created, 0 updated,") || !strings.Contains(out, "server entries: 0 created, 0 updated, 8 unchanged") {
 		t.Fatalf("second apply should change nothing:\n%s", out)
+	}
+	out, code = run(t, bin, addr, "servers", "list", "--tenant", "acme")
+	for _, name := range []string{"analytics", "billing", "github", "infra", "orders", "support", "Helpdesk"} {
+		if code != 0 || !strings.Contains(out, name) {
+			t.Errorf("servers list: exit %d, no %s:\n%s", code, name, out)
+		}
+	}
+	out, code = run(t, bin, addr, "servers", "get", "github", "--tenant", "acme", "-o", "json")
+	var gh struct{ Name, Title, Description, Version string }
+	if err := json.Unmarshal([]byte(out), &gh); code != 0 || err != nil || gh.Title != "GitHub" || gh.Version != "1" {
+		t.Errorf("servers get github: exit %d, %v: %+v\n%s", code, err, gh, out)
+	}
+	if _, code = run(t, bin, addr, "servers", "get", "nope", "--tenant", "acme"); code == 0 {
+		t.Error("servers get of a missing entry succeeded")
 	}
 
 	support := []string{"--tenant", "acme", "--scopes", "support:read,support:write,orders:read,billing:read"}
@@ -168,6 +185,14 @@ func TestTourAndRestart(t *testing.T) {
 	var list struct{ Cards []json.RawMessage }
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Cards) < 40 {
 		t.Fatalf("after restart want the catalogue back (40+ cards), got %d (%v)", len(list.Cards), err)
+	}
+	if out, code := run(t, bin, addr, "servers", "delete", "infra", "--tenant", "acme"); code != 0 || !strings.Contains(out, "deleted server entry acme/infra") {
+		t.Errorf("servers delete after restart: exit %d\n%s", code, out)
+	}
+	out, _ = run(t, bin, addr, "servers", "list", "--tenant", "acme", "-o", "json")
+	var servers struct{ Servers []struct{ Name string } }
+	if err := json.Unmarshal([]byte(out), &servers); err != nil || len(servers.Servers) != 5 {
+		t.Errorf("servers after one delete: %v %+v", err, servers)
 	}
 	out2, _ := run(t, bin, addr, append([]string{"discover", "refund the customer's invoice", "-o", "json"}, support...)...)
 	var resp2 struct {

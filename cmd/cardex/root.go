@@ -26,6 +26,7 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
 	root.AddCommand(importCmd(), toolsCmd())
+	root.AddCommand(serversCmd())
 	return root
 }
 

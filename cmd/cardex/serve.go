@@ -85,6 +85,7 @@ func serveCmd() *cobra.Command {
 				Hash:        dlog.Hash,
 				RawQueries:  mode == discoverylog.QueryRaw,
 				Learner:     ret,
+				Store:       store, // imports a learned.jsonl of an earlier version once
 				Logger:      log,
 			}
 			if sf.pg != nil {

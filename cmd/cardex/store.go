@@ -222,3 +222,45 @@ func (g *schemaGate) Embeddings(ctx context.Context, model string, keys []cards.
 	}
 	return g.Store.Embeddings(ctx, model, keys)
 }
+
+func (g *schemaGate) PutServers(ctx context.Context, ss []cards.ServerInfo) ([]cards.PutResult, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.PutServers(ctx, ss)
+}
+
+func (g *schemaGate) GetServer(ctx context.Context, tenant, name string) (cards.ServerInfo, error) {
+	if !g.ready.Load() {
+		return cards.ServerInfo{}, errNotReady
+	}
+	return g.Store.GetServer(ctx, tenant, name)
+}
+
+func (g *schemaGate) Servers(ctx context.Context, tenant string) ([]cards.ServerInfo, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.Servers(ctx, tenant)
+}
+
+func (g *schemaGate) DeleteServer(ctx context.Context, tenant, name string, v int64) error {
+	if !g.ready.Load() {
+		return errNotReady
+	}
+	return g.Store.DeleteServer(ctx, tenant, name, v)
+}
+
+func (g *schemaGate) AddLearned(ctx context.Context, k cards.Key, phrases ...string) (bool, error) {
+	if !g.ready.Load() {
+		return false, errNotReady
+	}
+	return g.Store.AddLearned(ctx, k, phrases...)
+}
+
+func (g *schemaGate) Learned(ctx context.Context, keys []cards.Key) (map[cards.Key][]string, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.Learned(ctx, keys)
+}

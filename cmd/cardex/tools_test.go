@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,8 @@ func TestImportAndToolsCall(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	var calls atomic.Int64
-	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, &mcp.ServerOptions{PageSize: 1})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Title: "Team notes", Version: "1"},
+		&mcp.ServerOptions{PageSize: 1, Instructions: "Notes of the team, by title."})
 	schema := json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"],"additionalProperties":false}`)
 	srv.AddTool(&mcp.Tool{Name: "get_note", Description: "Show one note by its title. Returns the text.", InputSchema: schema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -69,8 +71,11 @@ func TestImportAndToolsCall(t *testing.T) {
 	addr, _ := startServer(t, bin, filepath.Join(dir, "data"))
 
 	out, code := run(t, bin, addr, "import", "mcp", up.URL, "--server", "notes", "--tenant", "acme", "--scopes", "notes:read", "--dry-run")
-	if code != 0 || !strings.Contains(out, "dry run, nothing written: would be 2 created") {
+	if code != 0 || !strings.Contains(out, "dry run, nothing written: would be 2 created") || !regexp.MustCompile(`create +notes +\(server entry\)`).MatchString(out) {
 		t.Fatalf("import --dry-run: exit %d\n%s", code, out)
+	}
+	if _, code := run(t, bin, addr, "servers", "get", "notes", "--tenant", "acme"); code == 0 {
+		t.Error("--dry-run wrote the server entry")
 	}
 	out, code = run(t, bin, addr, "import", "mcp", "--upstreams", os.Getenv("CARDEX_UPSTREAMS"), "--server", "notes", "--tenant", "acme", "--scopes", "notes:read")
 	if code != 0 || !strings.Contains(out, "2 created, 0 updated, 0 revoked, 0 unchanged") {
@@ -78,8 +83,14 @@ func TestImportAndToolsCall(t *testing.T) {
 	}
 	// Idempotent through the running server too.
 	out, code = run(t, bin, addr, "import", "mcp", up.URL, "--server", "notes", "--tenant", "acme", "--scopes", "notes:read")
-	if code != 0 || !strings.Contains(out, "0 created, 0 updated, 0 revoked, 2 unchanged") {
+	if code != 0 || !strings.Contains(out, "0 created, 0 updated, 0 revoked, 2 unchanged") || !regexp.MustCompile(`unchanged +notes +\(server entry\) +1`).MatchString(out) {
 		t.Fatalf("re-import: exit %d\n%s", code, out)
+	}
+	// The initialize answer is the server entry.
+	out, code = run(t, bin, addr, "servers", "get", "notes", "--tenant", "acme", "-o", "json")
+	var entry struct{ Title, Description string }
+	if err := json.Unmarshal([]byte(out), &entry); code != 0 || err != nil || entry.Title != "Team notes" || entry.Description != "Notes of the team, by title." {
+		t.Errorf("servers get notes: exit %d, %v: %+v", code, err, entry)
 	}
 	// delete_note needs more than the agent holds.
 	out, code = run(t, bin, addr, "cards", "get", "notes/delete_note", "--tenant", "acme", "-o", "json")

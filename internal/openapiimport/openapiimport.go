@@ -532,3 +532,16 @@ func (r *resolver) lookup(ref string) (any, error) {
 	}
 	return cur, nil
 }
+
+// ServerInfo is the server entry an OpenAPI document describes in its info
+// object: the title, and the description (often Markdown, kept as text),
+// sanitised and cut to the limits. ok is false when both are empty.
+func ServerInfo(doc *openapi3.T, tenant, server string) (cards.ServerInfo, bool) {
+	si := cards.ServerInfo{Tenant: tenant, Name: server}
+	if doc == nil || doc.Info == nil {
+		return si, false
+	}
+	si.Title = mcpimport.Cut(cards.Sanitize(doc.Info.Title), cards.MaxSummaryLen)
+	si.Description = mcpimport.Cut(cards.Sanitize(doc.Info.Description), cards.MaxDescriptionLen)
+	return si, si.Title != "" || si.Description != ""
+}

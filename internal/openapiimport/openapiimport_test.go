@@ -281,3 +281,43 @@ paths:
 		}
 	}
 }
+
+// TestPetstoreServerEntry: the document's info becomes the petstore server
+// entry, written after the cards and unchanged on re-import.
+func TestPetstoreServerEntry(t *testing.T) {
+	ctx := context.Background()
+	doc, err := openapiimport.Load(ctx, petstore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, ok := openapiimport.ServerInfo(doc, "acme", "petstore")
+	if !ok || si.Tenant != "acme" || si.Name != "petstore" || si.Title != "Swagger Petstore - OpenAPI 3.0" {
+		t.Fatalf("ServerInfo = %+v, %v", si, ok)
+	}
+	if !strings.HasPrefix(si.Description, "This is a sample Pet Store Server based on the OpenAPI 3.0 specification. You can find out more") ||
+		strings.ContainsAny(si.Description, "\n\t") || !strings.Contains(si.Description, "Some useful links:") {
+		t.Errorf("description = %q; want the info description as one sanitised text", si.Description)
+	}
+	st, err := embedded.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cat := catalogsync.StoreCatalog{Store: st}
+	for i, want := range []catalogsync.Action{catalogsync.Create, catalogsync.Unchanged} {
+		ch, err := catalogsync.PlanServer(ctx, cat, si)
+		if err != nil || ch.Action != want {
+			t.Fatalf("import %d: plan %+v, %v; want %s", i+1, ch, err, want)
+		}
+		if err := catalogsync.ApplyServer(ctx, cat, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.GetServer(ctx, "acme", "petstore")
+	if err != nil || got.Title != si.Title || got.Description != si.Description || got.Version != 1 {
+		t.Errorf("stored entry = %+v, %v", got, err)
+	}
+	if _, ok := openapiimport.ServerInfo(&openapi3.T{Info: &openapi3.Info{}}, "acme", "x"); ok {
+		t.Error("an empty info made a server entry")
+	}
+}
