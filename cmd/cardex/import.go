@@ -178,7 +178,17 @@ revokes operations that vanished, like 'import mcp'.`,
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "read %d operations from %s\n", len(imported)+len(skipped), args[0])
-			return runImport(cmd, &f, cards.KindRESTOperation, imported, skipped)
+			if err := runImport(cmd, &f, cards.KindRESTOperation, imported, skipped); err != nil {
+				return err
+			}
+			if !f.dryRun {
+				u, relative := openapiimport.Upstream(doc, args[0], f.server)
+				fmt.Fprintf(os.Stderr, "for call_tool to reach these operations, register the API in the upstreams file of 'cardex serve --upstreams':\n%s", upstreamSnippet(u))
+				if relative {
+					fmt.Fprintf(os.Stderr, "  (the document's server %q is relative: write the API's scheme and host in base_url)\n", u.BaseURL)
+				}
+			}
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -190,18 +200,23 @@ revokes operations that vanished, like 'import mcp'.`,
 func upstreamSnippet(u upstream.Upstream) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  - server: %s\n", u.Server)
+	if u.UpstreamKind() == upstream.REST {
+		fmt.Fprintf(&b, "    kind: %s\n    base_url: %s\n", upstream.REST, u.BaseURL)
+	}
 	// entry prints one header or environment entry; a literal value (a
 	// secret, most likely) becomes a ${VAR} reference to set instead.
 	entry := func(k, v string) {
-		if strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}") {
+		if strings.Contains(v, "${") && strings.HasSuffix(v, "}") {
 			fmt.Fprintf(&b, "      %s: %q\n", k, v)
 			return
 		}
 		ref := "${" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(k)) + "}"
 		fmt.Fprintf(&b, "      %s: %q   # set %s in cardex serve's environment\n", k, ref, ref[2:len(ref)-1])
 	}
-	if u.URL != "" {
-		fmt.Fprintf(&b, "    url: %s\n", u.URL)
+	if u.URL != "" || u.BaseURL != "" {
+		if u.URL != "" {
+			fmt.Fprintf(&b, "    url: %s\n", u.URL)
+		}
 		if len(u.Headers) > 0 {
 			b.WriteString("    headers:\n")
 			for _, k := range slices.Sorted(maps.Keys(u.Headers)) {

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed0cff8200/cardex/internal/agents"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -147,7 +149,7 @@ type Receipt struct {
 type ReceiptExecution struct {
 	ID     string `json:"id,omitempty"`
 	Tool   string `json:"tool,omitempty"`
-	Status string `json:"status"` // ok, tool_error, denied, failed
+	Status string `json:"status"` // ok, tool_error, denied, uncertain, failed
 	Error  string `json:"error,omitempty"`
 }
 
@@ -224,6 +226,9 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied:
 			code, rec.Execution.Status = 2, "denied"
 		}
+		if uncertain(st) {
+			rec.Execution.Status = "uncertain"
+		}
 		rec.Execution.Error = st.Message()
 		if output != "" {
 			if err := printPlainJSON(rec); err != nil {
@@ -259,6 +264,16 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		return exitError{code: 1, msg: fmt.Sprintf("%s reported an error (see the result)", rec.Execution.Tool)}
 	}
 	return nil
+}
+
+// uncertain: the server said the call may or may not have taken effect.
+func uncertain(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == agents.ErrorDomain && ei.Reason == agents.ReasonUncertain {
+			return true
+		}
+	}
+	return false
 }
 
 // writeFileAtomic writes data to a temporary file beside path, syncs it and

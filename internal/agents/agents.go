@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/rest"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -34,8 +36,8 @@ type Config struct {
 	// TokenFile maps bearer tokens to callers. Empty: no agent surface
 	// accepts a call (every request is Unauthenticated).
 	TokenFile string
-	// UpstreamsFile registers the upstream MCP servers. Empty: nothing can
-	// be called.
+	// UpstreamsFile registers the upstreams: MCP servers and REST APIs.
+	// Empty: nothing can be called.
 	UpstreamsFile string
 	// HTTPListen is the address of the /mcp listener; empty: no listener.
 	// There is no listener without a TokenFile either.
@@ -48,6 +50,7 @@ type Surfaces struct {
 	gw       *gateway.Gateway
 	tokens   *tokens.Table
 	registry *upstream.Registry
+	rest     *rest.Executor
 	audit    *upstream.Audit
 	http     *http.Server
 	lis      net.Listener
@@ -88,7 +91,9 @@ func Open(cfg Config) (*Surfaces, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	s.audit = audit
-	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log}
+	s.rest = rest.New(ucfg, cfg.Version, log)
+	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log,
+		Executors: map[cards.Kind]gateway.Executor{cards.KindRESTOperation: s.rest}}
 	switch {
 	case cfg.HTTPListen == "":
 	case cfg.TokenFile == "":
@@ -164,6 +169,9 @@ func (s *Surfaces) Close() error {
 	}
 	if s.registry != nil {
 		errs = append(errs, s.registry.Close())
+	}
+	if s.rest != nil {
+		s.rest.Close()
 	}
 	if s.audit != nil {
 		errs = append(errs, s.audit.Close())

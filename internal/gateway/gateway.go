@@ -42,13 +42,43 @@ const (
 // describe_tool or call_tool they are unknown: meta-tools cannot be nested.
 var MetaTools = []string{SearchTools, DescribeTool, CallTool}
 
-// Gateway runs the three operations. Upstreams and Audit may be nil (then
-// nothing can be called, and nothing is audited).
+// Executor runs an allowed call of a card on the card's upstream and
+// returns the tool result. An error wrapping cards.ErrInvalid is a refusal of
+// the arguments before anything was sent; an *upstream.CallError is a call
+// that produced no result.
+type Executor interface {
+	Execute(ctx context.Context, tenant string, card *cards.Card, args json.RawMessage) (*mcp.CallToolResult, error)
+}
+
+// Gateway runs the three operations. Upstreams, Executors and Audit may be
+// nil (then nothing of that kind can be called, and nothing is audited).
 type Gateway struct {
 	Retriever *retriever.Retriever
+	// Upstreams forwards the calls of mcp_tool cards.
 	Upstreams upstream.Caller
+	// Executors run the calls of the other card kinds, by kind
+	// (rest_operation: the REST executor).
+	Executors map[cards.Kind]Executor
 	Audit     *upstream.Audit
 	Log       *slog.Logger
+}
+
+// executor is the one that runs calls of kind, or nil.
+func (g *Gateway) executor(kind cards.Kind) Executor {
+	if kind == cards.KindMCPTool {
+		if g.Upstreams == nil {
+			return nil
+		}
+		return mcpExecutor{g.Upstreams}
+	}
+	return g.Executors[kind]
+}
+
+// mcpExecutor forwards to the card's upstream MCP server.
+type mcpExecutor struct{ up upstream.Caller }
+
+func (m mcpExecutor) Execute(ctx context.Context, tenant string, card *cards.Card, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return m.up.Call(ctx, tenant, card.Server, card.Name, args)
 }
 
 // ToolSummary is one search result.
@@ -222,20 +252,22 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 		return CallResult{}, unknown(name)
 	}
 	entry.Server, entry.Tool = a.Key.Server, a.Key.Name
-	// The card must be an MCP tool: other kinds have no upstream to forward to.
+	// The card's kind decides who runs it.
 	desc, err := g.Retriever.Describe(ctx, c, a.Key.Name, a.Key.Server)
 	if err != nil || desc.Card.Version != a.Version {
 		// Revoked or changed between the two reads: authorize again next time.
 		return CallResult{}, unknown(name)
 	}
-	if desc.Card.Kind != cards.KindMCPTool {
+	ex := g.executor(desc.Card.Kind)
+	if ex == nil {
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server,
-			Err: fmt.Errorf("%s/%s is a %s card, not an MCP tool", a.Key.Server, a.Key.Name, desc.Card.Kind)}
+			Err: fmt.Errorf("%s/%s is a %s card, and this server calls none of that kind", a.Key.Server, a.Key.Name, desc.Card.Kind)}
 	}
-	if g.Upstreams == nil {
-		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server}
+	r, err := ex.Execute(ctx, c.Tenant, &desc.Card, args)
+	if errors.Is(err, cards.ErrInvalid) {
+		// Refused by the executor before anything was sent.
+		return CallResult{}, &Denial{Outcome: upstream.OutcomeDeniedArguments, Message: "arguments refused", Violations: []string{err.Error()}}
 	}
-	r, err := g.Upstreams.Call(ctx, c.Tenant, a.Key.Server, a.Key.Name, args)
 	if err != nil {
 		return CallResult{}, err
 	}

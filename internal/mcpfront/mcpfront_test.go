@@ -433,7 +433,7 @@ func TestRefusals(t *testing.T) {
 		{"another tenant's tool", "describe_tool", map[string]any{"name": "read_file", "server": "nope"}, `unknown tool "read_file"`},
 		{"describe outside scopes", "describe_tool", map[string]any{"name": "delete_file"}, `unknown tool "delete_file"`},
 		{"describe revoked", "describe_tool", map[string]any{"name": "old_tool"}, `unknown tool "old_tool"`},
-		{"not an MCP tool", "call_tool", map[string]any{"name": "get_invoice"}, "not an MCP tool"},
+		{"not an MCP tool", "call_tool", map[string]any{"name": "get_invoice"}, "is a rest_operation card, and this server calls none"},
 		{"unknown meta-tool argument", "call_tool", map[string]any{"name": "read_file", "args": map[string]any{}}, "invalid arguments for call_tool"},
 		{"query too long", "search_tools", map[string]any{"query": strings.Repeat("q", 201)}, "query: is 201 characters; the limit is 200"},
 	} {

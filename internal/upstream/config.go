@@ -1,7 +1,8 @@
-// Package upstream holds the registry of upstream MCP servers that cardex
-// forwards call_tool to, the connections to them, and the audit log of
-// forwarded calls. Each upstream's credentials (headers, environment) are
-// held here, by cardex, and never reach the agent.
+// Package upstream holds the upstreams file (where call_tool goes, one entry
+// per server, of a kind: an MCP server, or an HTTP API for rest_operation
+// cards), the registry of connections to upstream MCP servers, and the audit
+// log of calls. Each upstream's credentials (headers, environment) are held
+// here, by cardex, and never reach the agent.
 package upstream
 
 import (
@@ -43,22 +44,48 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// Upstream is one MCP server: reached over streamable HTTP (URL, Headers) or
-// started as a stdio command (Command, Env). Header and environment values
-// may name environment variables of the cardex process as ${VAR}; they are
-// expanded when cardex connects, so secrets need not sit in the file.
+// Upstream kinds: how cardex reaches a server, and so which cards it can
+// call there.
+const (
+	// MCP is an MCP server (the default kind), for mcp_tool cards.
+	MCP = "mcp"
+	// REST is an HTTP API, for rest_operation cards (see Upstream.BaseURL).
+	REST = "rest"
+)
+
+// Upstream is one entry of the upstreams file. Of kind mcp (the default) it
+// is an MCP server, reached over streamable HTTP (URL, Headers) or started as
+// a stdio command (Command, Env); of kind rest it is an HTTP API at BaseURL
+// (with Headers). Header and environment values may name environment
+// variables of the cardex process as ${VAR}; they are expanded when cardex
+// connects or calls, so secrets need not sit in the file.
 type Upstream struct {
 	// Server is the card namespace the server's tools were imported under.
 	Server string `json:"server"`
 	// Tenant, when set, limits the upstream to that tenant's cards; an
 	// entry with a tenant wins over one without for the same server.
-	Tenant  string            `json:"tenant,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Kind is mcp (when empty) or rest.
+	Kind    string            `json:"kind,omitempty"`
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// BaseURL (kind rest) is the API's scheme, host, port and base path:
+	// every call goes to BaseURL followed by the card's path.
+	BaseURL string `json:"base_url,omitempty"`
+	// MaxResponseBytes (kind rest) bounds a response body (default 1 MiB).
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Timeout bounds one call (default 30s).
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// UpstreamKind is the entry's kind: Kind, or mcp when it is empty.
+func (u Upstream) UpstreamKind() string {
+	if u.Kind == "" {
+		return MCP
+	}
+	return u.Kind
 }
 
 // Config is the upstreams file given to `cardex serve --upstreams`.
@@ -118,13 +145,31 @@ func (c Config) Find(tenant, server string) (Upstream, bool) {
 	return Upstream{}, false
 }
 
-// Validate checks one entry.
+// Validate checks one entry: the fields every kind has, then the kind's own.
 func (u Upstream) Validate() error {
 	if !cards.ValidName(u.Server) {
 		return fmt.Errorf("server is required and must match [A-Za-z0-9_.-]{1,128}")
 	}
 	if u.Tenant != "" && !cards.ValidName(u.Tenant) {
 		return fmt.Errorf("tenant must match [A-Za-z0-9_.-]{1,128}")
+	}
+	if u.Timeout < 0 {
+		return fmt.Errorf("server %q: timeout must not be negative", u.Server)
+	}
+	switch u.UpstreamKind() {
+	case MCP:
+		return u.validateMCP()
+	case REST:
+		return u.validateREST()
+	default:
+		return fmt.Errorf("server %q: kind %q: want %s (the default) or %s", u.Server, u.Kind, MCP, REST)
+	}
+}
+
+// validateMCP checks an entry of kind mcp: a url or a command.
+func (u Upstream) validateMCP() error {
+	if u.BaseURL != "" || u.MaxResponseBytes != 0 {
+		return fmt.Errorf("server %q: base_url and max_response_bytes are for kind: %s", u.Server, REST)
 	}
 	switch {
 	case u.URL != "" && len(u.Command) > 0:
@@ -144,9 +189,6 @@ func (u Upstream) Validate() error {
 	default:
 		return fmt.Errorf("server %q: url or command is required", u.Server)
 	}
-	if u.Timeout < 0 {
-		return fmt.Errorf("server %q: timeout must not be negative", u.Server)
-	}
 	return nil
 }
 
@@ -165,10 +207,13 @@ func (u Upstream) Transport() (mcp.Transport, error) {
 	if err := u.Validate(); err != nil {
 		return nil, err
 	}
+	if u.UpstreamKind() != MCP {
+		return nil, fmt.Errorf("server %q is a %s upstream, not an MCP server", u.Server, u.UpstreamKind())
+	}
 	if u.URL != "" {
 		hdr := http.Header{}
 		for k, v := range u.Headers {
-			ev, err := expand(v)
+			ev, err := Expand(v)
 			if err != nil {
 				return nil, fmt.Errorf("server %q: header %s: %w", u.Server, k, err)
 			}
@@ -180,7 +225,7 @@ func (u Upstream) Transport() (mcp.Transport, error) {
 	cmd := exec.Command(u.Command[0], u.Command[1:]...)
 	cmd.Env = os.Environ()
 	for k, v := range u.Env {
-		ev, err := expand(v)
+		ev, err := Expand(v)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: env %s: %w", u.Server, k, err)
 		}
@@ -189,7 +234,9 @@ func (u Upstream) Transport() (mcp.Transport, error) {
 	return &mcp.CommandTransport{Command: cmd}, nil
 }
 
-func expand(s string) (string, error) {
+// Expand replaces ${VAR} references with the cardex process's environment;
+// an unset variable is an error, so a missing secret is never sent empty.
+func Expand(s string) (string, error) {
 	var missing []string
 	out := os.Expand(s, func(name string) string {
 		v, ok := os.LookupEnv(name)
