@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/cardjson"
 	"github.com/seed0cff8200/cardex/internal/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/mcpimport"
 	"github.com/seed0cff8200/cardex/internal/openapiimport"
@@ -45,16 +46,13 @@ func (f *importFlags) register(cmd *cobra.Command) {
 }
 
 func (f *importFlags) check() error {
-	if !cards.ValidName(f.tenant) {
-		return fmt.Errorf("--tenant is required ([A-Za-z0-9_.-]{1,128})")
+	if err := requireTenant(f.tenant); err != nil {
+		return err
 	}
 	if !cards.ValidName(f.server) {
-		return fmt.Errorf("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
+		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
 	}
-	if f.cf.output != "table" && f.cf.output != "json" {
-		return fmt.Errorf("--output %q: use table or json", f.cf.output)
-	}
-	return nil
+	return f.cf.check()
 }
 
 func importMCPCmd() *cobra.Command {
@@ -80,7 +78,7 @@ may name environment variables as ${VAR}.`,
 			u := upstream.Upstream{Server: f.server}
 			if upstreamsFile != "" {
 				if len(args) > 0 || command != "" || len(headers) > 0 || len(env) > 0 {
-					return fmt.Errorf("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
+					return usageError("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
 				}
 				cfg, err := upstream.LoadConfig(upstreamsFile)
 				if err != nil {
@@ -95,11 +93,15 @@ may name environment variables as ${VAR}.`,
 				if len(args) > 0 {
 					u.URL = args[0]
 				}
-				u.Command = strings.Fields(command)
+				words, err := splitCommand(command)
+				if err != nil {
+					return usageError("--command: %v", err)
+				}
+				u.Command = words
 				for _, h := range headers {
 					k, v, ok := strings.Cut(h, ":")
 					if !ok {
-						return fmt.Errorf("--header %q: write 'Name: value'", h)
+						return usageError("--header %q: write 'Name: value'", h)
 					}
 					if u.Headers == nil {
 						u.Headers = map[string]string{}
@@ -109,7 +111,7 @@ may name environment variables as ${VAR}.`,
 				for _, e := range env {
 					k, v, ok := strings.Cut(e, "=")
 					if !ok {
-						return fmt.Errorf("--env %q: write NAME=value", e)
+						return usageError("--env %q: write NAME=value", e)
 					}
 					if u.Env == nil {
 						u.Env = map[string]string{}
@@ -146,7 +148,7 @@ may name environment variables as ${VAR}.`,
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&headers, "header", nil, "HTTP header for the server, 'Name: value' (repeatable; ${VAR} is expanded)")
-	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split on spaces")
+	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split into words like a shell does ('quotes' and \\ escapes; nothing expanded)")
 	fl.StringArrayVar(&env, "env", nil, "environment for --command, NAME=value (repeatable; ${VAR} is expanded)")
 	fl.StringVar(&upstreamsFile, "upstreams", "", "take the connection from this upstreams file's entry for --server")
 	return cmd
@@ -316,9 +318,11 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	}
 	if f.cf.output == "json" {
 		type change struct {
-			Action string   `json:"action"`
-			Name   string   `json:"name"`
-			Fields []string `json:"fields,omitempty"`
+			Action string `json:"action"`
+			// Card is the card as it is (unchanged, kept revoked) or as it
+			// will be written, in the one JSON shape of a card.
+			Card   cardjson.Card `json:"card"`
+			Fields []string      `json:"fields,omitempty"`
 		}
 		out := struct {
 			Tenant  string              `json:"tenant"`
@@ -329,7 +333,7 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 			Skipped []mcpimport.Skipped `json:"skipped,omitempty"`
 		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}}
 		for _, c := range plan.Changes {
-			out.Changes = append(out.Changes, change{Action: string(c.Action), Name: c.Card.Name, Fields: c.Fields})
+			out.Changes = append(out.Changes, change{Action: string(c.Action), Card: cardjson.From(&c.Card), Fields: c.Fields})
 		}
 		return printPlainJSON(out)
 	}

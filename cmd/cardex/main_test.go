@@ -125,11 +125,12 @@ func TestTourAndRestart(t *testing.T) {
 		Tools []struct {
 			Card struct {
 				Server, Name   string
-				RequiredScopes []string `json:"requiredScopes"`
-				InputSchema    string   `json:"inputSchema"`
+				RequiredScopes []string        `json:"required_scopes"`
+				InputSchema    json.RawMessage `json:"input_schema"`
+				Version        int64           `json:"version"`
 			}
 		}
-		CandidateCount int `json:"candidateCount"`
+		CandidateCount int `json:"candidate_count"`
 	}
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("discover -o json: %v\n%s", err, out)
@@ -143,8 +144,8 @@ func TestTourAndRestart(t *testing.T) {
 				t.Errorf("support caller was shown %s/%s requiring %s", tool.Card.Server, tool.Card.Name, s)
 			}
 		}
-		if tool.Card.InputSchema == "" {
-			t.Errorf("%s/%s came without its schema", tool.Card.Server, tool.Card.Name)
+		if len(tool.Card.InputSchema) == 0 || tool.Card.InputSchema[0] != '{' || tool.Card.Version != 1 {
+			t.Errorf("%s/%s came without its schema as an object, or without its version: %s v%d", tool.Card.Server, tool.Card.Name, tool.Card.InputSchema, tool.Card.Version)
 		}
 	}
 

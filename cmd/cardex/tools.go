@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,9 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -47,8 +46,7 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 }
 
 func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, context.Context, func(), error) {
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN")
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -68,8 +66,8 @@ func toolsSearchCmd() *cobra.Command {
 		Short: "Names, servers and summaries of the tools you may use (query at most 200 characters; limit default 20, at most 50)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: use table or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			client, ctx, done, err := af.connect(cmd)
 			if err != nil {
@@ -85,7 +83,7 @@ func toolsSearchCmd() *cobra.Command {
 				return err
 			}
 			if output == "json" {
-				return printJSON(resp)
+				return printPlainJSON(searchOut(resp.Tools, ""))
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for _, t := range resp.Tools {
@@ -108,8 +106,8 @@ func toolsDescribeCmd() *cobra.Command {
 		Short: "One tool you may use, with its input and output schemas",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: use table or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			client, ctx, done, err := af.connect(cmd)
 			if err != nil {
@@ -125,10 +123,16 @@ func toolsDescribeCmd() *cobra.Command {
 				return err
 			}
 			if len(resp.AmbiguousServers) > 0 {
-				return exitError{code: 2, msg: fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))}
+				msg := fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))
+				if output == "json" {
+					if err := printPlainJSON(ambiguousJSON{Ambiguous: true, Servers: resp.AmbiguousServers, Message: msg}); err != nil {
+						return err
+					}
+				}
+				return exitError{code: 2, msg: msg}
 			}
 			if output == "json" {
-				return printJSON(resp.Card)
+				return printPlainJSON(cardJSON(resp.Card))
 			}
 			return printCard(resp.Card)
 		},
@@ -162,22 +166,31 @@ type ReceiptResult struct {
 
 func toolsCallCmd() *cobra.Command {
 	var af agentFlags
-	var server, argsJSON, jsonFile, output string
+	var server, argsJSON, jsonFile, output, format string
 	cmd := &cobra.Command{
-		Use:   "call NAME [--server S] (--json-file ARGS.json | --args JSON) [--output RESULT.json]",
+		Use:   "call NAME [--server S] (--json-file ARGS.json | --args JSON) [--output RESULT.json] [-o json|table]",
 		Short: "Run a tool you may use; with --output the result goes to the file and stdout gets a small JSON receipt",
-		Long: `Authorizes the call like AuthorizeCall (scopes, status, arguments against the input schema), forwards
-it to the tool's upstream MCP server and returns the MCP result (content, structuredContent, isError).
+		Long: `Authorizes the call like AuthorizeCall (scopes, status, arguments against the input schema), runs
+it on the tool's upstream (an MCP server, or the REST API of a rest_operation card) and returns the
+MCP result (content, structuredContent, isError).
 
 With --output FILE the result is written to FILE (via a temporary file and a rename, so FILE is
 either the whole result or untouched) and stdout holds only a receipt:
-  {"execution": {"id", "tool", "status"}, "result": {"path", "bytes", "complete"}}
-"complete" is true only when FILE holds the whole result. Exit status: 0 ok; 1 the tool reported an
-error, the call failed or the file could not be written; 2 the call was refused.`,
+  {"execution": {"id", "tool", "status", "error"}, "result": {"path", "bytes", "complete"}}
+"complete" is true only when FILE holds the whole result. status is ok, tool_error, denied,
+uncertain (a POST or PATCH that timed out or lost its connection: it may or may not have taken
+effect, and was not retried) or failed.
+
+-o json (the default here) prints the result, or the receipt, as JSON; -o table prints the result's
+text, or the receipt as one line. Exit status: 0 ok; 1 the tool reported an error, the call failed or
+was uncertain, or the file could not be written; 2 the call was refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if argsJSON != "" && jsonFile != "" {
-				return fmt.Errorf("give --args or --json-file, not both")
+				return usageError("give --args or --json-file, not both")
+			}
+			if err := checkOutput(format); err != nil {
+				return err
 			}
 			if jsonFile != "" {
 				var b []byte
@@ -202,7 +215,7 @@ error, the call failed or the file could not be written; 2 the call was refused.
 			}
 			defer done()
 			resp, err := client.CallTool(ctx, &pb.CallToolRequest{Name: name, Server: server, ArgumentsJson: argsJSON})
-			return finishCall(resp, err, output)
+			return finishCall(resp, err, output, format)
 		},
 	}
 	af.register(cmd)
@@ -211,12 +224,13 @@ error, the call failed or the file could not be written; 2 the call was refused.
 	f.StringVar(&argsJSON, "args", "", "arguments as a JSON object")
 	f.StringVar(&jsonFile, "json-file", "", "file holding the arguments as a JSON object (- for stdin)")
 	f.StringVar(&output, "output", "", "write the result to this file and print only a receipt")
+	f.StringVarP(&format, "format", "o", "json", "what stdout gets: json (the result, or the receipt) or table (the result's text, or the receipt in a line)")
 	return cmd
 }
 
 // finishCall writes the result (to stdout, or to the output file with a
 // receipt on stdout) and turns the outcome into the exit status.
-func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
+func finishCall(resp *pb.CallToolResponse, callErr error, output, format string) error {
 	rec := Receipt{Result: ReceiptResult{Path: output}}
 	if callErr != nil {
 		st := status.Convert(callErr)
@@ -231,7 +245,7 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		}
 		rec.Execution.Error = st.Message()
 		if output != "" {
-			if err := printPlainJSON(rec); err != nil {
+			if err := printReceipt(rec, format); err != nil {
 				return err
 			}
 		}
@@ -244,7 +258,7 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		rec.Execution.Status = "tool_error"
 	}
 	if output == "" {
-		if _, err := fmt.Fprintln(os.Stdout, resp.ResultJson); err != nil {
+		if err := printResult(resp.ResultJson, format); err != nil {
 			return err
 		}
 	} else {
@@ -253,7 +267,7 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		if err != nil {
 			rec.Execution.Error = "writing the result: " + err.Error()
 		}
-		if perr := printPlainJSON(rec); perr != nil {
+		if perr := printReceipt(rec, format); perr != nil {
 			return perr
 		}
 		if err != nil {
@@ -262,6 +276,60 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 	}
 	if resp.IsError {
 		return exitError{code: 1, msg: fmt.Sprintf("%s reported an error (see the result)", rec.Execution.Tool)}
+	}
+	return nil
+}
+
+func printReceipt(rec Receipt, format string) error {
+	if format == "json" {
+		return printPlainJSON(rec)
+	}
+	line := rec.Execution.Status
+	if rec.Execution.Tool != "" {
+		line += " " + rec.Execution.Tool
+	}
+	if rec.Result.Complete {
+		line += fmt.Sprintf(" → %s (%d bytes, complete)", rec.Result.Path, rec.Result.Bytes)
+	} else {
+		line += " → nothing written to " + rec.Result.Path
+	}
+	if rec.Execution.ID != "" {
+		line += " execution " + rec.Execution.ID
+	}
+	if rec.Execution.Error != "" {
+		line += ": " + rec.Execution.Error
+	}
+	_, err := fmt.Println(line)
+	return err
+}
+
+// printResult prints a tool result: the JSON as it is, or its text content.
+func printResult(resultJSON, format string) error {
+	if format == "json" {
+		_, err := fmt.Fprintln(os.Stdout, resultJSON)
+		return err
+	}
+	var r struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(resultJSON), &r); err != nil {
+		return err
+	}
+	printed := false
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			fmt.Println(c.Text)
+			printed = true
+		} else {
+			fmt.Printf("[%s content: see -o json]\n", c.Type)
+		}
+	}
+	if !printed && len(r.StructuredContent) > 0 {
+		fmt.Println(string(r.StructuredContent))
 	}
 	return nil
 }

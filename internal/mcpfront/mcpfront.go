@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/cardjson"
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
@@ -229,25 +230,12 @@ type describeArgs struct {
 	Server string `json:"server"`
 }
 
-// Described is describe_tool's answer: the card a model needs.
-type Described struct {
-	Name         string            `json:"name"`
-	Server       string            `json:"server"`
-	Kind         string            `json:"kind"`
-	Summary      string            `json:"summary"`
-	Description  string            `json:"description,omitempty"`
-	WhenNotToUse string            `json:"when_not_to_use,omitempty"`
-	Annotations  cards.Annotations `json:"annotations,omitzero"`
-	InputSchema  json.RawMessage   `json:"input_schema,omitempty"`
-	OutputSchema json.RawMessage   `json:"output_schema,omitempty"`
-	Version      int64             `json:"version"`
-}
+// Described is describe_tool's answer: the card a model needs, in the one
+// JSON shape of a card (internal/cardjson).
+type Described = cardjson.Card
 
 // DescribeCard renders a card for describe_tool.
-func DescribeCard(c *cards.Card) Described {
-	return Described{Name: c.Name, Server: c.Server, Kind: string(c.Kind), Summary: c.Summary, Description: c.Description,
-		WhenNotToUse: c.WhenNotToUse, Annotations: c.Annotations, InputSchema: c.InputSchema, OutputSchema: c.OutputSchema, Version: c.Version}
-}
+func DescribeCard(c *cards.Card) Described { return cardjson.ForModel(c) }
 
 func (f *front) describe(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	c, ok := f.caller(req)
