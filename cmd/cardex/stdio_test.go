@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 		}
 		s.AddTool(&mcp.Tool{Name: "show_args", Description: "Started with " + strings.Join(q, " ") + " as its words.",
 			InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			os.Exit(1)
 		}
