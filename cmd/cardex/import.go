@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/cardjson"
 	"github.com/seed0cff8200/cardex/internal/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/mcpimport"
@@ -125,7 +126,7 @@ may name environment variables as ${VAR}.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cf.timeout)
 			defer cancel()
-			cs, err := upstream.NewClient("cli").Connect(ctx, tr, nil)
+			cs, err := upstream.NewClient(buildinfo.Version()).Connect(ctx, tr, nil)
 			if err != nil {
 				return fmt.Errorf("connect to the MCP server: %w", err)
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
 )
 
 // exitError carries a specific exit code: 2 for usage errors and refusals
@@ -70,10 +72,13 @@ func rootCmd() *cobra.Command {
 		Short:         "Capability-card retrieval for AI agents: the right few tools per turn, permission-filtered",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
 	root.AddCommand(importCmd(), toolsCmd())
+	root.AddCommand(versionCmd())
 	usageExits(root)
 	return root
 }

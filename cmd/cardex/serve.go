@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed0cff8200/cardex/internal/agents"
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/pglog"
@@ -100,8 +101,8 @@ func serveCmd() *cobra.Command {
 			}
 			defer fb.Close()
 
-			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: "dev", DataDir: dataDir, Key: key,
-				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen})
+			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
+				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, Health: sf.state.HTTP(), Serving: sf.state.Serving})
 			if err != nil {
 				return err
 			}
@@ -111,14 +112,14 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution()})
-			sf.beforeServe(gs, hs) // postgres: NOT_SERVING until the schema is current
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution(),
+				State: sf.state}) // postgres: NOT_SERVING until the schema is current
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
-			sf.start(ctx, ret, emb, gs, hs, syncEvery, log)
+			sf.start(ctx, ret, emb, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
-				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
+				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "version", buildinfo.Version())
 
 			select {
 			case err := <-errc:

@@ -39,9 +39,14 @@ type Config struct {
 	// UpstreamsFile registers the upstreams: MCP servers and REST APIs.
 	// Empty: nothing can be called.
 	UpstreamsFile string
-	// HTTPListen is the address of the /mcp listener; empty: no listener.
-	// There is no listener without a TokenFile either.
+	// HTTPListen is the address of the HTTP listener (/mcp, /healthz,
+	// /readyz); empty: no listener. Without a TokenFile it serves no /mcp.
 	HTTPListen string
+	// Health, when set, answers /healthz and /readyz on the HTTP listener.
+	Health http.Handler
+	// Serving, when set, holds /mcp (503) until it returns nil: until the
+	// replica's view of the catalogue can be trusted.
+	Serving func() error
 }
 
 // Surfaces are the running agent surfaces.
@@ -94,28 +99,46 @@ func Open(cfg Config) (*Surfaces, error) {
 	s.rest = rest.New(ucfg, cfg.Version, log)
 	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log,
 		Executors: map[cards.Kind]gateway.Executor{cards.KindRESTOperation: s.rest}}
-	switch {
-	case cfg.HTTPListen == "":
-	case cfg.TokenFile == "":
-		// Without a token file every request would be refused: no listener.
-		log.Info("MCP front off: no agent token file (--agent-tokens)")
-	default:
+	if cfg.HTTPListen != "" {
 		lis, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("--http-listen: %w", err)
+			return nil, fmt.Errorf("--http-listen: %w (choose another address, or --http-listen '' for no HTTP listener)", err)
 		}
 		s.lis = lis
 		mux := http.NewServeMux()
-		mux.Handle(mcpfront.Path, mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version}))
+		if cfg.Health != nil {
+			mux.Handle("/healthz", cfg.Health)
+			mux.Handle("/readyz", cfg.Health)
+		}
+		if cfg.TokenFile != "" {
+			mux.Handle(mcpfront.Path, whenServing(cfg.Serving, mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version})))
+		} else {
+			// Without a token file every request would be refused.
+			log.Info("MCP front off: no agent token file (--agent-tokens)")
+		}
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
-	log.Info("agent surfaces", "mcp", s.Addr(), "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
+	log.Info("agent surfaces", "http", s.Addr(), "mcp", cfg.TokenFile != "" && s.lis != nil, "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
 	return s, nil
 }
 
-// Addr is the /mcp listener's address ("" when there is none).
+// whenServing answers 503 while serving says why not.
+func whenServing(serving func() error, h http.Handler) http.Handler {
+	if serving == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := serving(); err != nil {
+			http.Error(w, "not serving yet: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Addr is the HTTP listener's address ("" when there is none).
 func (s *Surfaces) Addr() string {
 	if s.lis == nil {
 		return ""
