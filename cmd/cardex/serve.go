@@ -154,7 +154,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
+	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding the token that CatalogService callers must present (or set the token itself in CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")

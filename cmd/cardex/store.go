@@ -52,7 +52,7 @@ func (sf *storeFlags) registerDatabase(cmd *cobra.Command) {
 func (sf *storeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&sf.kind, "store", envOr("CARDEX_STORE", storeEmbedded),
-		"embedded (bbolt in --data-dir) or postgres (--database-url; run `cardex migrate up` first) (env CARDEX_STORE)")
+		"embedded (bbolt in --data-dir) or postgres (--database-url; run 'cardex migrate up' first) (env CARDEX_STORE)")
 	sf.registerDatabase(cmd)
 	f.DurationVar(&sf.poll, "change-poll", replica.DefaultPoll,
 		"postgres: how often the change sequence is checked, so that other replicas' writes are seen even without a notification")
