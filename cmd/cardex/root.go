@@ -78,7 +78,7 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
 	root.AddCommand(importCmd(), toolsCmd())
-	root.AddCommand(versionCmd())
+	root.AddCommand(versionCmd(), outcomeCmd(), logsCmd())
 	usageExits(root)
 	return root
 }
