@@ -136,7 +136,9 @@ func TestOutcomeAndLogs(t *testing.T) {
 // from its start, and a record written in two pieces is printed once whole.
 func TestFollowRotation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	rec := func(id string) string { return `{"execution_id":"` + id + `","time":"2025-01-02T03:04:05Z","tenant":"acme","outcome":"ok"}` + "\n" }
+	rec := func(id string) string {
+		return `{"execution_id":"` + id + `","time":"2025-01-02T03:04:05Z","tenant":"acme","outcome":"ok"}` + "\n"
+	}
 	if err := os.WriteFile(path, []byte(rec("one")), 0o600); err != nil {
 		t.Fatal(err)
 	}
