@@ -91,26 +91,34 @@ type ToolSummary struct {
 // Search lists the caller's authorized tools that match the query (every one,
 // in (server, name) order, when the query is empty), at most limit.
 func (g *Gateway) Search(ctx context.Context, c retriever.Caller, query string, limit int) ([]ToolSummary, error) {
+	rows, _, err := g.SearchPage(ctx, c, query, limit, "")
+	return rows, err
+}
+
+// SearchPage is Search from cursor on (a next cursor of a previous page of
+// the same query; empty: the first page), with the cursor of the next page
+// ("" after the last).
+func (g *Gateway) SearchPage(ctx context.Context, c retriever.Caller, query string, limit int, cursor string) ([]ToolSummary, string, error) {
 	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
-		return nil, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
+		return nil, "", cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
 	}
 	switch {
 	case limit == 0:
 		limit = DefaultLimit
 	case limit < 0:
-		return nil, cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
+		return nil, "", cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
 	case limit > MaxLimit:
 		limit = MaxLimit
 	}
-	rows, _, err := g.Retriever.Search(ctx, c, query, limit, "")
+	rows, next, err := g.Retriever.Search(ctx, c, query, limit, cursor)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]ToolSummary, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, ToolSummary{Name: r.Name, Server: r.Server, Summary: cutRunes(r.Summary, MaxSummaryLen)})
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Denial is a describe or call that was refused; nothing was forwarded.

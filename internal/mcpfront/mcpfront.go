@@ -54,7 +54,8 @@ func Tools() []*mcp.Tool {
 				"Then call describe_tool for the full definition of the one you want, and call_tool to run it.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
-				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."}},` +
+				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},`+
+				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query, for the next page."}},` +
 				`"required":["query"],"additionalProperties":false}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 		},
@@ -205,8 +206,9 @@ func (f *front) errorResult(tool string, err error) (*mcp.CallToolResult, error)
 }
 
 type searchArgs struct {
-	Query string `json:"query"`
-	Limit int    `json:"limit"`
+	Query  string `json:"query"`
+	Limit  int    `json:"limit"`
+	Cursor string `json:"cursor"`
 }
 
 func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -218,11 +220,15 @@ func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return toolError(err.Error()), nil
 	}
-	rows, err := f.gw.Search(ctx, c, a.Query, a.Limit)
+	rows, next, err := f.gw.SearchPage(ctx, c, a.Query, a.Limit, a.Cursor)
 	if err != nil {
 		return f.errorResult(gateway.SearchTools, err)
 	}
-	return jsonResult(map[string]any{"tools": rows})
+	out := map[string]any{"tools": rows}
+	if next != "" {
+		out["next_cursor"] = next
+	}
+	return jsonResult(out)
 }
 
 type describeArgs struct {

@@ -549,3 +549,53 @@ func TestRevocationTakesEffect(t *testing.T) {
 		t.Fatalf("after revocation: %s (%d upstream calls)", text, e.up.count("read_file"))
 	}
 }
+
+// TestSearchPages: search_tools pages on with next_cursor past the limit,
+// every authorized tool exactly once, and refuses a cursor of another query.
+func TestSearchPages(t *testing.T) {
+	e := setup(t, false)
+	cs := mustConnect(t, e.url, adminToken)
+	type page struct {
+		Tools []struct {
+			Name, Server string
+		} `json:"tools"`
+		NextCursor string `json:"next_cursor"`
+	}
+	get := func(args map[string]any) page {
+		t.Helper()
+		res, text := call(t, cs, "search_tools", args)
+		var p page
+		if res.IsError || json.Unmarshal([]byte(text), &p) != nil {
+			t.Fatalf("search_tools %v: %s", args, text)
+		}
+		return p
+	}
+	all := get(map[string]any{"query": "", "limit": 50})
+	if all.NextCursor != "" || len(all.Tools) < 3 {
+		t.Fatalf("one page of everything: %+v", all)
+	}
+	var paged []string
+	args := map[string]any{"query": "", "limit": 2}
+	for range 50 {
+		p := get(args)
+		for _, tl := range p.Tools {
+			paged = append(paged, tl.Server+"/"+tl.Name)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		args["cursor"] = p.NextCursor
+	}
+	var want []string
+	for _, tl := range all.Tools {
+		want = append(want, tl.Server+"/"+tl.Name)
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("paged %v, want %v", paged, want)
+	}
+	first := get(map[string]any{"query": "", "limit": 1})
+	res, text := call(t, cs, "search_tools", map[string]any{"query": "file", "cursor": first.NextCursor})
+	if !res.IsError || !strings.Contains(text, "cursor") {
+		t.Fatalf("a cursor of another query: %s", text)
+	}
+}
