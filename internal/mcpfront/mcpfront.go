@@ -54,7 +54,7 @@ func Tools() []*mcp.Tool {
 				"Then call describe_tool for the full definition of the one you want, and call_tool to run it.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
-				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},`+
+				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},` +
 				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query, for the next page."}},` +
 				`"required":["query"],"additionalProperties":false}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
