@@ -78,7 +78,7 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
 	root.AddCommand(importCmd(), toolsCmd())
-	root.AddCommand(versionCmd(), outcomeCmd(), logsCmd())
+	root.AddCommand(versionCmd(), outcomeCmd(), logsCmd(), healthCmd())
 	usageExits(root)
 	return root
 }

@@ -118,6 +118,9 @@ func TestPostgresServe(t *testing.T) {
 	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready") {
 		t.Errorf("/readyz before migrate: %d %q", code, body)
 	}
+	if out, code := run(t, bin, "", "health", "--addr", addr); code != 1 || out != "NOT_SERVING\n" {
+		t.Errorf("cardex health before migrate: exit %d %q", code, out)
+	}
 
 	sql, err := fs.Glob(migrations.FS, "*.sql")
 	if err != nil || len(sql) == 0 {

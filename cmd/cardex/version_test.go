@@ -43,7 +43,10 @@ func TestVersionAndHealth(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {token: version-agent-0123456789, tenant: acme, subject: a, scopes: ['*']}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, httpAddr, _ := startServerHTTP(t, bin, filepath.Join(dir, "data"), "--agent-tokens", tokens)
+	addr, httpAddr, _ := startServerHTTP(t, bin, filepath.Join(dir, "data"), "--agent-tokens", tokens)
+	if out, code := run(t, bin, "", "health", "--addr", addr); code != 0 || out != "SERVING\n" {
+		t.Errorf("cardex health: exit %d %q", code, out)
+	}
 	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
 		resp, err := http.Get("http://" + httpAddr + path)
 		if err != nil {
