@@ -97,6 +97,10 @@ func TestImportOpenAPIAndCallREST(t *testing.T) {
 	if strings.Contains(string(file), key) {
 		t.Fatal("the API key reached the result")
 	}
+	// -o table prints the result's text: the body.
+	if out, code := run(t, bin, addr, "tools", "call", "petstore/getPetById", "--args", `{"petId": 7}`, "-o", "table"); code != 0 || !strings.HasPrefix(out, `{"id":7,"name":"Doggie"`) {
+		t.Fatalf("tools call -o table: exit %d\n%s", code, out)
+	}
 
 	// An HTTP error is a tool error: the result holds the status and body.
 	rec, file, code = call("petstore/getPetById", "--args", `{"petId": 404}`)
