@@ -213,7 +213,7 @@ func (u Upstream) Transport() (mcp.Transport, error) {
 	if u.URL != "" {
 		hdr := http.Header{}
 		for k, v := range u.Headers {
-			ev, err := Expand(v)
+			ev, err := expand(v)
 			if err != nil {
 				return nil, fmt.Errorf("server %q: header %s: %w", u.Server, k, err)
 			}
@@ -225,7 +225,7 @@ func (u Upstream) Transport() (mcp.Transport, error) {
 	cmd := exec.Command(u.Command[0], u.Command[1:]...)
 	cmd.Env = os.Environ()
 	for k, v := range u.Env {
-		ev, err := Expand(v)
+		ev, err := expand(v)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: env %s: %w", u.Server, k, err)
 		}
@@ -234,9 +234,7 @@ func (u Upstream) Transport() (mcp.Transport, error) {
 	return &mcp.CommandTransport{Command: cmd}, nil
 }
 
-// Expand replaces ${VAR} references with the cardex process's environment;
-// an unset variable is an error, so a missing secret is never sent empty.
-func Expand(s string) (string, error) {
+func expand(s string) (string, error) {
 	var missing []string
 	out := os.Expand(s, func(name string) string {
 		v, ok := os.LookupEnv(name)

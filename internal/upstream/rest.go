@@ -55,7 +55,7 @@ func (u Upstream) ResponseLimit() int64 {
 func (u Upstream) ExpandHeaders() (map[string]string, error) {
 	out := make(map[string]string, len(u.Headers))
 	for k, v := range u.Headers {
-		ev, err := Expand(v)
+		ev, err := expand(v)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: header %s: %w", u.Server, k, err)
 		}
