@@ -25,6 +25,10 @@ type entry struct {
 	// updates of the card and go when it is removed.
 	learned []string
 
+	// dup and words are what near-duplicate detection compares (diverse.go).
+	dup   string
+	words map[string]bool
+
 	schemaOnce sync.Once
 	schema     *cards.Schema
 	schemaErr  error
@@ -60,6 +64,13 @@ type Retriever struct {
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
+	queryContext           float64
+	decompose              bool
+	serverBoost            float64
+	collapse               bool
+	srv                    *serverIndex
+	confidence             ConfidenceModel
+	minConfidence          float64
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -76,10 +87,13 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
 
-		lexWeights:  DefaultLexicalWeights(),
-		serverPrior: DefaultServerPrior,
-		minCoverage: DefaultMinCoverage,
-		minCosine:   DefaultMinCosine,
+		lexWeights:    DefaultLexicalWeights(),
+		serverPrior:   DefaultServerPrior,
+		collapse:      DefaultCollapse,
+		minCoverage:   DefaultMinCoverage,
+		minCosine:     DefaultMinCosine,
+		confidence:    DefaultConfidenceModel,
+		minConfidence: DefaultMinConfidence,
 	}
 	for _, o := range opts {
 		o(r)
@@ -89,6 +103,10 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		return nil, err
 	}
 	r.lex = lex
+	if r.srv, err = newServerIndex(emb.Dim()); err != nil {
+		lex.Close()
+		return nil, err
+	}
 	start := time.Now()
 	if err := r.Sync(ctx); err != nil {
 		lex.Close()
@@ -99,7 +117,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 }
 
 // Close releases the indexes.
-func (r *Retriever) Close() error { return r.lex.Close() }
+func (r *Retriever) Close() error { return errors.Join(r.lex.Close(), r.srv.close()) }
 
 // Len is the number of active cards held, across tenants.
 func (r *Retriever) Len() int {
@@ -204,6 +222,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 func isNotFound(err error) bool { return errors.Is(err, cards.ErrNotFound) }
 
 func (r *Retriever) add(e *entry) {
+	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	r.byID[e.id] = e
 	if r.byTenant[t] == nil {

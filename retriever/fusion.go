@@ -19,6 +19,12 @@ type Fused struct {
 	Fields []string
 	// Coverage is the lexical hit's query-term coverage (0 if absent).
 	Coverage float64
+	// Evidence is the lexical hit's IDF-weighted coverage (0 if absent).
+	Evidence float64
+	// Confidence is the calibrated probability that the card fits the
+	// ranked text (ConfidenceModel), set by the pipeline after fusion; the
+	// fusion functions leave it 0.
+	Confidence float64
 }
 
 // DefaultRRFK is the k of reciprocal rank fusion used unless configured
@@ -105,6 +111,7 @@ func joinLegs(lexical, semantic []Hit) []Fused {
 			LexicalRank: i + 1,
 			Fields:      slices.Clone(h.Fields),
 			Coverage:    h.Coverage,
+			Evidence:    h.Evidence,
 		})
 	}
 	for i, h := range semantic {

@@ -54,7 +54,8 @@ func TestClientErrors(t *testing.T) {
 		{[]string{"cards", "get", "a/b"}, dead, 2, "--tenant is required (or set CARDEX_TENANT)"},
 		{[]string{"import", "openapi", "spec.yaml", "--server", "s"}, dead, 2, "--tenant is required (or set CARDEX_TENANT)"},
 		{[]string{"discover", "x", "--tenant", "acme", "-o", "yaml"}, dead, 2, `--output "yaml": use table or json`},
-		{[]string{"discover"}, dead, 2, "accepts 1 arg(s), received 0 (see 'cardex discover --help')"},
+		{[]string{"describe"}, dead, 2, "accepts 1 arg(s), received 0 (see 'cardex describe --help')"},
+		{[]string{"discover", "--tenant", "acme"}, dead, 2, "give a query (\"QUERY\") or at least one --intent"},
 		{[]string{"discover", "x", "--no-such-flag"}, dead, 2, "unknown flag: --no-such-flag"},
 		{[]string{"cards", "nope"}, dead, 2, `unknown command "nope" for "cardex cards"`},
 		{[]string{"nope"}, dead, 2, `unknown command "nope" for "cardex"`},
@@ -144,5 +145,10 @@ func TestDiscoverTableSaysLowConfidence(t *testing.T) {
 	out, _, _ = runErr(t, bin, addr, "discover", "zxqv blorft wuggle", "--tenant", "acme", "--scopes", "*", "-o", "json")
 	if !strings.Contains(out, `"low_confidence": true`) || !strings.Contains(out, `"degraded": false`) {
 		t.Fatalf("-o json:\n%s", out)
+	}
+	// The intents' answer in the same snake_case shape.
+	out, _, code = runErr(t, bin, addr, "discover", "--intent", "refund the customer", "--intent", "track the parcel", "--tenant", "acme", "--scopes", "*", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"intents": [`) || !strings.Contains(out, `"confidence": 0.`) || !strings.Contains(out, `"min_confidence":`) {
+		t.Fatalf("discover --intent -o json: exit %d\n%s", code, out)
 	}
 }

@@ -24,7 +24,8 @@ func evalCmd() *cobra.Command {
 		fromLog                                            string
 		topK, workers                                      int
 		alpha, serverPrior                                 float64
-		split, noReformulate, warm                         bool
+		split, noReformulate, warm, fitConfidence          bool
+		noAbstention                                       bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
 	)
@@ -47,11 +48,17 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			if fromLog != "" {
 				return cobra.NoArgs(cmd, args)
 			}
+			if fitConfidence {
+				return cobra.MinimumNArgs(1)(cmd, args)
+			}
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fromLog != "" {
 				return reviewFromLog(fromLog, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if fitConfidence {
+				return runFitConfidence(cmd, args, &ef)
 			}
 			d, err := eval.Load(args[0])
 			if err != nil {
@@ -70,6 +77,7 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				}
 			}
 			var backend eval.Backend
+			var ropts []retriever.Option
 			if addr != "" {
 				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim"} {
 					if cmd.Flags().Changed(name) {
@@ -89,7 +97,6 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				if c, ok := emb.(io.Closer); ok {
 					defer c.Close()
 				}
-				var ropts []retriever.Option
 				if cmd.Flags().Changed("server-prior") {
 					ropts = append(ropts, retriever.WithServerPrior(serverPrior))
 				}
@@ -116,6 +123,21 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			}
 			if r, ok := backend.(*evalremote.Remote); ok && r.Removed > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%d stale cards of tenant %s were deleted from the server", r.Removed, rep.Tenant))
+			}
+			if _, inProcess := backend.(*eval.InProcess); inProcess && !noAbstention && len(d.Queries) > 0 {
+				emb, err := ef.build(cmd.Context(), newLogger("warn"))
+				if err != nil {
+					return err
+				}
+				ab := eval.NewInProcess(emb, ropts...)
+				rep.Abstention, err = eval.RunAbstention(cmd.Context(), d, ab, retriever.DefaultMinConfidence)
+				ab.Close()
+				if c, ok := emb.(io.Closer); ok {
+					c.Close()
+				}
+				if err != nil {
+					rep.Notes = append(rep.Notes, "abstention not measured: "+err.Error())
+				}
 			}
 			if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
 				return err
@@ -153,6 +175,8 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.StringVar(&fromLog, "from-log", "", "instead of evaluating: turn the misses recorded in a feedback log (DATA_DIR/feedback.jsonl) into queries.jsonl rows on stdout, for a person to review")
 	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of the server prior (a strong match lifts its server's other tools; off in the service)")
 	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
+	f.BoolVar(&fitConfidence, "fit-confidence", false, "instead of evaluating: fit the confidence model (logistic, each dataset weighted equally) on the labelled datasets DIR... with the current embedder, and print it with its calibration")
+	f.BoolVar(&noAbstention, "no-abstention", false, "in-process: skip the out-of-catalogue (abstention) experiment")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
 	ef.register(cmd)
 	return cmd
@@ -291,5 +315,71 @@ func reviewFromLog(path string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, ", %d misses skipped (their queries were logged hashed or not at all)", skipped)
 	}
 	fmt.Fprintln(stderr, "; rows without expected tools need a reviewer to name them")
+	return nil
+}
+
+// runFitConfidence fits the confidence model on labelled datasets and prints
+// it with the calibration of the current and the fitted model.
+func runFitConfidence(cmd *cobra.Command, dirs []string, ef *embedderFlags) error {
+	emb, err := ef.build(cmd.Context(), newLogger("warn"))
+	if err != nil {
+		return err
+	}
+	if c, ok := emb.(io.Closer); ok {
+		defer c.Close()
+	}
+	var sets [][]eval.ConfidenceSample
+	var names []string
+	for _, dir := range dirs {
+		d, err := eval.Load(dir)
+		if err != nil {
+			return err
+		}
+		if len(d.Queries) == 0 {
+			return fmt.Errorf("%s: no labelled queries to fit on", dir)
+		}
+		cat, err := eval.NewCatalog(d, "eval-"+d.Name)
+		if err != nil {
+			return err
+		}
+		b := eval.NewInProcess(emb)
+		if err := b.Register(cmd.Context(), cat); err != nil {
+			b.Close()
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "fit-confidence: %s: %d queries\n", d.Name, len(d.Queries))
+		s, err := eval.ConfidenceSamples(cmd.Context(), d, b, cat, eval.MetricDepth)
+		b.Close()
+		if err != nil {
+			return err
+		}
+		sets = append(sets, s)
+		names = append(names, d.Name)
+	}
+	m, err := eval.FitConfidence(sets)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Fitted on %s with %s (each dataset weighted equally):\n\n", strings.Join(names, ", "), emb.Model())
+	fmt.Fprintf(out, "retriever.ConfidenceModel{Bias: %.3f, Evidence: %.3f, Cosine: %.3f, Fused: %.3f, InvPosition: %.3f}\n\n",
+		m.Bias, m.Evidence, m.Cosine, m.Fused, m.InvPosition)
+	d := retriever.DefaultConfidenceModel
+	fmt.Fprintf(out, "Built-in default: {Bias: %.3f, Evidence: %.3f, Cosine: %.3f, Fused: %.3f, InvPosition: %.3f}\n\n",
+		d.Bias, d.Evidence, d.Cosine, d.Fused, d.InvPosition)
+	for i, set := range sets {
+		for _, mm := range []struct {
+			name  string
+			model retriever.ConfidenceModel
+		}{{"default", d}, {"fitted", m}} {
+			rel := eval.Calibration(mm.model, set)
+			fmt.Fprintf(out, "%s, %s model: %d ranked tools, expected calibration error %.3f\n\n", names[i], mm.name, len(set), rel.ECE)
+			fmt.Fprintln(out, "| confidence | tools | mean confidence | share relevant |\n|---|---:|---:|---:|")
+			for _, b := range rel.Bins {
+				fmt.Fprintf(out, "| %.2f–%.2f | %d | %.3f | %.3f |\n", b.Lo, b.Hi, b.Samples, b.Predicted, b.Observed)
+			}
+			fmt.Fprintln(out)
+		}
+	}
 	return nil
 }

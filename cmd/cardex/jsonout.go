@@ -38,10 +38,14 @@ type scoresJSON struct {
 type discoveredJSON struct {
 	Card          *cardjson.Card `json:"card"`
 	Scores        scoresJSON     `json:"scores"`
+	Confidence    float64        `json:"confidence"`
 	MatchedFields []string       `json:"matched_fields,omitempty"`
 	Reason        string         `json:"reason,omitempty"`
 	Pinned        bool           `json:"pinned,omitempty"`
 	Tokens        int32          `json:"tokens"`
+	Intents       []int32        `json:"intents,omitempty"`
+	ForQuery      bool           `json:"for_query,omitempty"`
+	Alternatives  []toolRefJSON  `json:"alternatives,omitempty"`
 }
 
 type tokensJSON struct {
@@ -51,23 +55,32 @@ type tokensJSON struct {
 }
 
 type discoverJSON struct {
-	DiscoveryID       string           `json:"discovery_id"`
-	Tools             []discoveredJSON `json:"tools"`
-	CandidateCount    int32            `json:"candidate_count"`
-	Tokens            tokensJSON       `json:"tokens"`
-	LowConfidence     bool             `json:"low_confidence"`
-	ReformulatedQuery string           `json:"reformulated_query,omitempty"`
-	Degraded          bool             `json:"degraded"`
+	DiscoveryID         string           `json:"discovery_id"`
+	Tools               []discoveredJSON `json:"tools"`
+	CandidateCount      int32            `json:"candidate_count"`
+	Tokens              tokensJSON       `json:"tokens"`
+	LowConfidence       bool             `json:"low_confidence"`
+	ReformulatedQuery   string           `json:"reformulated_query,omitempty"`
+	Degraded            bool             `json:"degraded"`
+	Abstained           bool             `json:"abstained"`
+	AbstainedIntents    []int32          `json:"abstained_intents,omitempty"`
+	ReformulatedIntents []string         `json:"reformulated_intents,omitempty"`
+	MinConfidence       float64          `json:"min_confidence"`
 }
 
 func discoverOut(r *pb.DiscoverToolsResponse) discoverJSON {
 	out := discoverJSON{DiscoveryID: r.GetDiscoveryId(), Tools: []discoveredJSON{}, CandidateCount: r.GetCandidateCount(),
 		LowConfidence: r.GetLowConfidence(), ReformulatedQuery: r.GetReformulatedQuery(), Degraded: r.GetDegraded(),
+		Abstained: r.GetAbstained(), AbstainedIntents: r.GetAbstainedIntents(), ReformulatedIntents: r.GetReformulatedIntents(), MinConfidence: r.GetMinConfidence(),
 		Tokens: tokensJSON{ShortlistTokens: r.GetTokens().GetShortlistTokens(), CatalogTokens: r.GetTokens().GetCatalogTokens(), Method: r.GetTokens().GetMethod()}}
 	for _, t := range r.GetTools() {
 		s := t.GetScores()
+		var alts []toolRefJSON
+		for _, a := range t.GetAlternatives() {
+			alts = append(alts, toolRefJSON{Server: a.GetServer(), Name: a.GetName()})
+		}
 		out.Tools = append(out.Tools, discoveredJSON{Card: cardJSON(t.GetCard()), MatchedFields: t.GetMatchedFields(), Reason: t.GetReason(),
-			Pinned: t.GetPinned(), Tokens: t.GetTokens(),
+			Pinned: t.GetPinned(), Tokens: t.GetTokens(), Confidence: t.GetConfidence(), Intents: t.GetIntents(), ForQuery: t.GetForQuery(), Alternatives: alts,
 			Scores: scoresJSON{Lexical: s.GetLexical(), Semantic: s.GetSemantic(), Fused: s.GetFused(), LexicalRank: s.GetLexicalRank(), SemanticRank: s.GetSemanticRank()}})
 	}
 	return out
@@ -77,17 +90,26 @@ type summaryJSON struct {
 	Server  string `json:"server"`
 	Name    string `json:"name"`
 	Summary string `json:"summary"`
+	// Confidence and Intents: a search with intents (as MCP search_tools).
+	Confidence float64 `json:"confidence,omitempty"`
+	Intents    []int32 `json:"intents,omitempty"`
 }
 
 type searchJSON struct {
 	Tools      []summaryJSON `json:"tools"`
 	NextCursor string        `json:"next_cursor,omitempty"`
+	Abstained  bool          `json:"abstained,omitempty"`
 }
 
-func searchOut(tools []*pb.ToolSummary, next string) searchJSON {
-	out := searchJSON{Tools: []summaryJSON{}, NextCursor: next}
-	for _, t := range tools {
-		out.Tools = append(out.Tools, summaryJSON{Server: t.GetServer(), Name: t.GetName(), Summary: t.GetSummary()})
+// searchOut is a search answer; matches (same order as tools) may be nil.
+func searchOut(tools []*pb.ToolSummary, matches []*pb.SearchMatch, next string, abstained bool) searchJSON {
+	out := searchJSON{Tools: []summaryJSON{}, NextCursor: next, Abstained: abstained}
+	for i, t := range tools {
+		s := summaryJSON{Server: t.GetServer(), Name: t.GetName(), Summary: t.GetSummary()}
+		if i < len(matches) {
+			s.Confidence, s.Intents = matches[i].GetConfidence(), matches[i].GetIntents()
+		}
+		out.Tools = append(out.Tools, s)
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,8 +62,9 @@ func toolsSearchCmd() *cobra.Command {
 	var af agentFlags
 	var limit int
 	var output string
+	var intents []string
 	cmd := &cobra.Command{
-		Use:   `search ["QUERY"] [--limit N]`,
+		Use:   `search ["QUERY"] [--intent TEXT]... [--limit N]`,
 		Short: "Names, servers and summaries of the tools you may use (query at most 200 characters; limit default 20, at most 50)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,12 +80,31 @@ func toolsSearchCmd() *cobra.Command {
 			if len(args) > 0 {
 				q = args[0]
 			}
-			resp, err := client.SearchTools(ctx, &pb.ExecutionServiceSearchToolsRequest{Query: q, Limit: int32(limit)})
+			resp, err := client.SearchTools(ctx, &pb.ExecutionServiceSearchToolsRequest{Query: q, Limit: int32(limit), Intents: intents})
 			if err != nil {
 				return err
 			}
 			if output == "json" {
-				return printPlainJSON(searchOut(resp.Tools, ""))
+				return printPlainJSON(searchOut(resp.Tools, resp.Matches, "", resp.Abstained))
+			}
+			if resp.Abstained {
+				fmt.Println("no tool matches; rephrase the request, or split it into --intent steps")
+				return nil
+			}
+			if len(intents) > 0 {
+				rows := make([][]string, 0, len(resp.Tools))
+				for i, t := range resp.Tools {
+					var m *pb.SearchMatch
+					if i < len(resp.Matches) {
+						m = resp.Matches[i]
+					}
+					var steps []string
+					for _, s := range m.GetIntents() {
+						steps = append(steps, strconv.Itoa(int(s)+1))
+					}
+					rows = append(rows, []string{t.Server, t.Name, strings.Join(steps, ","), fmt.Sprintf("%.2f", m.GetConfidence()), cut(t.Summary, 80)})
+				}
+				return table([]string{"SERVER", "NAME", "FOR", "CONF", "SUMMARY"}, rows)
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for _, t := range resp.Tools {
@@ -93,6 +114,7 @@ func toolsSearchCmd() *cobra.Command {
 		},
 	}
 	af.register(cmd)
+	cmd.Flags().StringArrayVar(&intents, "intent", nil, "one step of a multi-step task (repeatable, at most 8): every step gets its tools")
 	cmd.Flags().IntVar(&limit, "limit", 0, "how many results (default 20; more than 50 is capped)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd

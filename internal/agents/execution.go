@@ -63,14 +63,31 @@ func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSea
 	if err != nil {
 		return nil, err
 	}
+	out := &pb.ExecutionServiceSearchToolsResponse{}
+	if len(req.GetIntents()) > 0 {
+		rows, abstained, err := s.gw.SearchIntents(ctx, c, req.GetQuery(), req.GetIntents(), int(req.GetLimit()))
+		if err != nil {
+			return nil, s.status("SearchTools", err)
+		}
+		out.Abstained = abstained
+		for _, r := range rows {
+			out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
+			m := &pb.SearchMatch{Confidence: r.Confidence}
+			for _, i := range r.Intents {
+				m.Intents = append(m.Intents, int32(i))
+			}
+			out.Matches = append(out.Matches, m)
+		}
+		return out, nil
+	}
 	rows, err := s.gw.Search(ctx, c, req.GetQuery(), int(req.GetLimit()))
 	if err != nil {
 		return nil, s.status("SearchTools", err)
 	}
-	out := &pb.ExecutionServiceSearchToolsResponse{}
 	for _, r := range rows {
 		out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
 	}
+	out.Abstained = req.GetQuery() != "" && len(rows) == 0
 	return out, nil
 }
 

@@ -55,12 +55,15 @@ type Event struct {
 
 // Discovery is what the recorder remembers of one DiscoverTools answer.
 type Discovery struct {
-	ID            string
-	Tenant        string
-	Subject       string
-	SessionID     string
-	Query         string
-	Returned      []Tool
+	ID        string
+	Tenant    string
+	Subject   string
+	SessionID string
+	Query     string
+	Returned  []Tool
+	// Intents are, per returned tool, the request's intents whose ranked
+	// lists reached it: what a used tool learns instead of the query.
+	Intents       map[Tool][]string
 	LowConfidence bool
 	Time          time.Time
 }
@@ -283,21 +286,33 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 	e := r.event(TypeOutcome, d, used, miss)
 	e.NoneFit = noneFit
 	r.write(e)
-	query := d.Query
+	// The phrasing to learn: the intents that reached the tool (each one
+	// part of the task, in the orchestrator's words), else the query.
+	var phrases []string
+	if used != nil {
+		phrases = d.Intents[*used]
+	}
+	if len(phrases) == 0 && d.Query != "" {
+		phrases = []string{d.Query}
+	}
 	r.mu.Unlock()
 
-	if used == nil || !r.cfg.RawQueries || r.cfg.Learner == nil || query == "" {
+	if used == nil || !r.cfg.RawQueries || r.cfg.Learner == nil || len(phrases) == 0 {
 		return miss, nil
 	}
 	k := cards.Key{Tenant: tenant, Server: used.Server, Name: used.Name}
-	changed, err := r.cfg.Learner.Learn(ctx, k, query)
+	changed, err := r.cfg.Learner.Learn(ctx, k, phrases...)
 	if err != nil {
 		return miss, fmt.Errorf("learn from outcome: %w", err)
 	}
 	if changed && r.learned != nil {
-		b, _ := json.Marshal(learnedLine{Key: k, Phrase: query})
 		r.mu.Lock()
-		_, err = r.learned.Write(append(b, '\n'))
+		for _, p := range phrases {
+			b, _ := json.Marshal(learnedLine{Key: k, Phrase: p})
+			if _, werr := r.learned.Write(append(b, '\n')); werr != nil {
+				err = werr
+			}
+		}
 		r.mu.Unlock()
 		if err != nil {
 			r.log.Warn("learned phrasings log append failed", "err", err)

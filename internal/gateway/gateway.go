@@ -86,6 +86,49 @@ type ToolSummary struct {
 	Name    string `json:"name"`
 	Server  string `json:"server"`
 	Summary string `json:"summary"`
+	// Confidence and Intents are set for a search with intents: the
+	// calibrated confidence and the (0-based) intents the tool answers.
+	Confidence float64 `json:"confidence,omitempty"`
+	Intents    []int   `json:"intents,omitempty"`
+}
+
+// MaxIntents is the most intents one search may carry.
+const MaxIntents = retriever.MaxIntents
+
+// SearchIntents ranks the caller's authorized tools for the parts of a task
+// (and the query, when given) and merges them fairly, at most limit: see
+// retriever.Request.Intents. Each intent is at most MaxQueryLen code points.
+// It reports whether it abstained (no tool matched any part well enough).
+func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query string, intents []string, limit int) ([]ToolSummary, bool, error) {
+	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
+		return nil, false, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
+	}
+	if len(intents) > MaxIntents {
+		return nil, false, cards.Invalid("intents", "has %d entries; the limit is %d", len(intents), MaxIntents)
+	}
+	for i, in := range intents {
+		if n := utf8.RuneCountInString(in); n > MaxQueryLen {
+			return nil, false, cards.Invalid(fmt.Sprintf("intents[%d]", i), "is %d characters; the limit is %d", n, MaxQueryLen)
+		}
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultLimit
+	case limit < 0:
+		return nil, false, cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+	res, err := g.Retriever.Discover(ctx, retriever.Request{Caller: c, Query: query, Intents: intents, TopK: limit})
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]ToolSummary, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		out = append(out, ToolSummary{Name: t.Card.Name, Server: t.Card.Server, Summary: cutRunes(t.Card.Summary, MaxSummaryLen),
+			Confidence: t.Scores.Confidence, Intents: t.Intents})
+	}
+	return out, res.Abstained, nil
 }
 
 // Search lists the caller's authorized tools that match the query (every one,

@@ -51,11 +51,13 @@ func Tools() []*mcp.Tool {
 			Name:  gateway.SearchTools,
 			Title: "Search tools",
 			Description: "Find the tools you may use for a task. Returns names, servers and one-line summaries, best match first. " +
+				"When the task has several steps, pass them as intents (one short sentence each): every step gets its tools. " +
 				"Then call describe_tool for the full definition of the one you want, and call_tool to run it.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
+				`"intents":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":200},"description":"The steps of a multi-step task, one short sentence each (at most 8), e.g. [\"create a word document\", \"convert it to PDF\"]. Each step is searched on its own and the results are merged, each step's best tool first; each result lists the steps it answers (0-based)."},` +
 				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},` +
-				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query, for the next page."}},` +
+				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query (without intents), for the next page."}},` +
 				`"required":["query"],"additionalProperties":false}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 		},
@@ -206,10 +208,14 @@ func (f *front) errorResult(tool string, err error) (*mcp.CallToolResult, error)
 }
 
 type searchArgs struct {
-	Query  string `json:"query"`
-	Limit  int    `json:"limit"`
-	Cursor string `json:"cursor"`
+	Query   string   `json:"query"`
+	Intents []string `json:"intents"`
+	Limit   int      `json:"limit"`
+	Cursor  string   `json:"cursor"`
 }
+
+// noMatch is search_tools' answer when nothing matches well enough.
+const noMatch = "no tool matches; rephrase the request in other words, or split it into intents (one per step)"
 
 func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	c, ok := f.caller(req)
@@ -220,9 +226,25 @@ func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return toolError(err.Error()), nil
 	}
-	rows, next, err := f.gw.SearchPage(ctx, c, a.Query, a.Limit, a.Cursor)
+	var rows []gateway.ToolSummary
+	var next string
+	var err error
+	abstained := false
+	if len(a.Intents) > 0 {
+		if a.Cursor != "" {
+			return toolError("cursor: pages a search without intents; a search with intents answers in one page (raise limit)"), nil
+		}
+		rows, abstained, err = f.gw.SearchIntents(ctx, c, a.Query, a.Intents, a.Limit)
+	} else {
+		rows, next, err = f.gw.SearchPage(ctx, c, a.Query, a.Limit, a.Cursor)
+		abstained = strings.TrimSpace(a.Query) != "" && len(rows) == 0 && a.Cursor == ""
+	}
 	if err != nil {
 		return f.errorResult(gateway.SearchTools, err)
+	}
+	if abstained {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: noMatch}},
+			StructuredContent: map[string]any{"tools": []gateway.ToolSummary{}, "no_match": true}}, nil
 	}
 	out := map[string]any{"tools": rows}
 	if next != "" {

@@ -53,6 +53,8 @@ type envOptions struct {
 	feedback bool
 	// state is server.Config.State.
 	state *server.State
+	// retriever options (the service's defaults when nil).
+	retriever []retriever.Option
 }
 
 // newEnv starts a server and returns a connected client. Everything is torn
@@ -70,7 +72,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.wrap != nil {
 		used = o.wrap(store)
 	}
-	ret, err := retriever.New(ctx, used, embed.NewHashed(embed.DefaultDim), nil)
+	ret, err := retriever.New(ctx, used, embed.NewHashed(embed.DefaultDim), nil, o.retriever...)
 	if err != nil {
 		t.Fatalf("retriever.New: %v", err)
 	}

@@ -23,10 +23,14 @@ const (
 
 type ExecutionServiceSearchToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most 200 characters; empty lists every authorized tool.
+	// At most 200 characters; empty lists every authorized tool (unless
+	// intents are given).
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// Default 20; more than 50 is capped at 50.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The parts of a multi-step task, at most 8 of at most 200 characters
+	// each: every part gets its tools (see DiscoverToolsRequest.intents).
+	Intents       []string `protobuf:"bytes,3,rep,name=intents,proto3" json:"intents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,10 +79,22 @@ func (x *ExecutionServiceSearchToolsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ExecutionServiceSearchToolsRequest) GetIntents() []string {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
 type ExecutionServiceSearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Summaries are cut to 500 code points.
-	Tools         []*ToolSummary `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolSummary `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Per tool (same order), when the search was ranked: its confidence and
+	// the intents it answers.
+	Matches []*SearchMatch `protobuf:"bytes,2,rep,name=matches,proto3" json:"matches,omitempty"`
+	// Nothing matched well enough: rephrase.
+	Abstained     bool `protobuf:"varint,3,opt,name=abstained,proto3" json:"abstained,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +136,73 @@ func (x *ExecutionServiceSearchToolsResponse) GetTools() []*ToolSummary {
 	return nil
 }
 
+func (x *ExecutionServiceSearchToolsResponse) GetMatches() []*SearchMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+func (x *ExecutionServiceSearchToolsResponse) GetAbstained() bool {
+	if x != nil {
+		return x.Abstained
+	}
+	return false
+}
+
+// How a searched tool matched.
+type SearchMatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Confidence    float64                `protobuf:"fixed64,1,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	Intents       []int32                `protobuf:"varint,2,rep,packed,name=intents,proto3" json:"intents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchMatch) Reset() {
+	*x = SearchMatch{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchMatch) ProtoMessage() {}
+
+func (x *SearchMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchMatch.ProtoReflect.Descriptor instead.
+func (*SearchMatch) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SearchMatch) GetConfidence() float64 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *SearchMatch) GetIntents() []int32 {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
 type ExecutionServiceDescribeToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -131,7 +214,7 @@ type ExecutionServiceDescribeToolRequest struct {
 
 func (x *ExecutionServiceDescribeToolRequest) Reset() {
 	*x = ExecutionServiceDescribeToolRequest{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	mi := &file_cardex_v1_execution_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -143,7 +226,7 @@ func (x *ExecutionServiceDescribeToolRequest) String() string {
 func (*ExecutionServiceDescribeToolRequest) ProtoMessage() {}
 
 func (x *ExecutionServiceDescribeToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	mi := &file_cardex_v1_execution_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -156,7 +239,7 @@ func (x *ExecutionServiceDescribeToolRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use ExecutionServiceDescribeToolRequest.ProtoReflect.Descriptor instead.
 func (*ExecutionServiceDescribeToolRequest) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{2}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecutionServiceDescribeToolRequest) GetName() string {
@@ -184,7 +267,7 @@ type ExecutionServiceDescribeToolResponse struct {
 
 func (x *ExecutionServiceDescribeToolResponse) Reset() {
 	*x = ExecutionServiceDescribeToolResponse{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[3]
+	mi := &file_cardex_v1_execution_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +279,7 @@ func (x *ExecutionServiceDescribeToolResponse) String() string {
 func (*ExecutionServiceDescribeToolResponse) ProtoMessage() {}
 
 func (x *ExecutionServiceDescribeToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[3]
+	mi := &file_cardex_v1_execution_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +292,7 @@ func (x *ExecutionServiceDescribeToolResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ExecutionServiceDescribeToolResponse.ProtoReflect.Descriptor instead.
 func (*ExecutionServiceDescribeToolResponse) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{3}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExecutionServiceDescribeToolResponse) GetCard() *Card {
@@ -238,7 +321,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +333,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +346,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{4}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -304,7 +387,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +399,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +412,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CallToolResponse) GetExecutionId() string {
@@ -364,12 +447,20 @@ var File_cardex_v1_execution_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"P\n" +
+	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"j\n" +
 	"\"ExecutionServiceSearchToolsRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"S\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
+	"\aintents\x18\x03 \x03(\tR\aintents\"\xa3\x01\n" +
 	"#ExecutionServiceSearchToolsResponse\x12,\n" +
-	"\x05tools\x18\x01 \x03(\v2\x16.cardex.v1.ToolSummaryR\x05tools\"Q\n" +
+	"\x05tools\x18\x01 \x03(\v2\x16.cardex.v1.ToolSummaryR\x05tools\x120\n" +
+	"\amatches\x18\x02 \x03(\v2\x16.cardex.v1.SearchMatchR\amatches\x12\x1c\n" +
+	"\tabstained\x18\x03 \x01(\bR\tabstained\"G\n" +
+	"\vSearchMatch\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\x01 \x01(\x01R\n" +
+	"confidence\x12\x18\n" +
+	"\aintents\x18\x02 \x03(\x05R\aintents\"Q\n" +
 	"#ExecutionServiceDescribeToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\"x\n" +
@@ -403,33 +494,35 @@ func file_cardex_v1_execution_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_execution_proto_rawDescData
 }
 
-var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_cardex_v1_execution_proto_goTypes = []any{
 	(*ExecutionServiceSearchToolsRequest)(nil),   // 0: cardex.v1.ExecutionServiceSearchToolsRequest
 	(*ExecutionServiceSearchToolsResponse)(nil),  // 1: cardex.v1.ExecutionServiceSearchToolsResponse
-	(*ExecutionServiceDescribeToolRequest)(nil),  // 2: cardex.v1.ExecutionServiceDescribeToolRequest
-	(*ExecutionServiceDescribeToolResponse)(nil), // 3: cardex.v1.ExecutionServiceDescribeToolResponse
-	(*CallToolRequest)(nil),                      // 4: cardex.v1.CallToolRequest
-	(*CallToolResponse)(nil),                     // 5: cardex.v1.CallToolResponse
-	(*ToolSummary)(nil),                          // 6: cardex.v1.ToolSummary
-	(*Card)(nil),                                 // 7: cardex.v1.Card
-	(*ToolRef)(nil),                              // 8: cardex.v1.ToolRef
+	(*SearchMatch)(nil),                          // 2: cardex.v1.SearchMatch
+	(*ExecutionServiceDescribeToolRequest)(nil),  // 3: cardex.v1.ExecutionServiceDescribeToolRequest
+	(*ExecutionServiceDescribeToolResponse)(nil), // 4: cardex.v1.ExecutionServiceDescribeToolResponse
+	(*CallToolRequest)(nil),                      // 5: cardex.v1.CallToolRequest
+	(*CallToolResponse)(nil),                     // 6: cardex.v1.CallToolResponse
+	(*ToolSummary)(nil),                          // 7: cardex.v1.ToolSummary
+	(*Card)(nil),                                 // 8: cardex.v1.Card
+	(*ToolRef)(nil),                              // 9: cardex.v1.ToolRef
 }
 var file_cardex_v1_execution_proto_depIdxs = []int32{
-	6, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	7, // 1: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
-	8, // 2: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
-	0, // 3: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
-	2, // 4: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
-	4, // 5: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
-	1, // 6: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
-	3, // 7: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
-	5, // 8: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	2, // 1: cardex.v1.ExecutionServiceSearchToolsResponse.matches:type_name -> cardex.v1.SearchMatch
+	8, // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
+	9, // 3: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
+	0, // 4: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
+	3, // 5: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
+	5, // 6: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
+	1, // 7: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
+	4, // 8: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
+	6, // 9: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_execution_proto_init() }
@@ -445,7 +538,7 @@ func file_cardex_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_execution_proto_rawDesc), len(file_cardex_v1_execution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
