@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -109,11 +110,11 @@ func (e *Executor) Execute(ctx context.Context, tenant string, card *cards.Card,
 	// sent: a connection was had, so the upstream may have seen the request.
 	var sent atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { sent.Store(true) }})
-	var body *bytes.Reader
+	var body io.Reader
 	if enc.body != nil {
 		body = bytes.NewReader(enc.body)
 	}
-	req, err := newRequest(ctx, op.method, target, body)
+	req, err := http.NewRequestWithContext(ctx, op.method, target, body)
 	if err != nil {
 		return nil, notCallable(card, err)
 	}
@@ -146,13 +147,6 @@ func (e *Executor) Execute(ctx context.Context, tenant string, card *cards.Card,
 			Err: fmt.Errorf("its response to %s (HTTP %d) is larger than the upstream's max_response_bytes (%d bytes): nothing of it is returned", what, resp.StatusCode, limit)}
 	}
 	return answer(server, what, resp, data, cut, limit), nil
-}
-
-func newRequest(ctx context.Context, method, target string, body *bytes.Reader) (*http.Request, error) {
-	if body == nil {
-		return http.NewRequestWithContext(ctx, method, target, nil)
-	}
-	return http.NewRequestWithContext(ctx, method, target, body)
 }
 
 func notCallable(card *cards.Card, err error) error {
