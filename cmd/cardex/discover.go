@@ -35,7 +35,7 @@ context of every part.`,
 				query = args[0]
 			}
 			if query == "" && len(intents) == 0 {
-				return exitError{code: 2, msg: `give a query ("QUERY") or at least one --intent`}
+				return usageError(`give a query ("QUERY") or at least one --intent`)
 			}
 			conn, ctx, cancel, err := cf.connect(cmd)
 			if err != nil {
@@ -53,7 +53,7 @@ context of every part.`,
 			for _, p := range pins {
 				s, n, ok := strings.Cut(p, "/")
 				if !ok {
-					return fmt.Errorf("--pin %q: write SERVER/NAME", p)
+					return usageError("--pin %q: write SERVER/NAME", p)
 				}
 				req.AlwaysLoad = append(req.AlwaysLoad, &pb.ToolRef{Server: s, Name: n})
 			}
@@ -62,7 +62,7 @@ context of every part.`,
 				return err
 			}
 			if cf.output == "json" {
-				return printJSON(resp)
+				return printPlainJSON(discoverOut(resp))
 			}
 			header := []string{"#", "TOOL", "FUSED", "CONF", "TOKENS", "SUMMARY", "WHY"}
 			if len(intents) > 0 {
@@ -102,6 +102,16 @@ context of every part.`,
 			tok := resp.Tokens
 			fmt.Printf("\n%d of %d authorized tools; ~%d tokens instead of ~%d for the whole authorized catalogue\n",
 				len(resp.Tools), resp.CandidateCount, tok.GetShortlistTokens(), tok.GetCatalogTokens())
+			if resp.LowConfidence {
+				fmt.Printf("low confidence: no tool matched the request well")
+				if resp.ReformulatedQuery != "" {
+					fmt.Printf("; searched again as %q", resp.ReformulatedQuery)
+				}
+				fmt.Println(" (logged as a suspected miss)")
+			}
+			if resp.Degraded {
+				fmt.Println("degraded: part of the search was unavailable (the semantic leg, while the database is unreachable); lexical matches only")
+			}
 			fmt.Fprintf(os.Stderr, "discovery_id %s (full schemas: -o json)\n", resp.DiscoveryId)
 			return nil
 		},
@@ -157,12 +167,17 @@ func describeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return printJSON(resp)
-			}
 			if len(resp.AmbiguousServers) > 0 {
-				fmt.Printf("%q is ambiguous; name a server with --server: %s\n", name, strings.Join(resp.AmbiguousServers, ", "))
-				return nil
+				msg := fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))
+				if cf.output == "json" {
+					if err := printPlainJSON(ambiguousJSON{Ambiguous: true, Servers: resp.AmbiguousServers, Message: msg}); err != nil {
+						return err
+					}
+				}
+				return exitError{code: 2, msg: msg}
+			}
+			if cf.output == "json" {
+				return printPlainJSON(cardJSON(resp.Card))
 			}
 			return printCard(resp.Card)
 		},
@@ -197,7 +212,7 @@ func authorizeCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				if err := printJSON(resp); err != nil {
+				if err := printPlainJSON(authorizeOut(resp)); err != nil {
 					return err
 				}
 			} else {
@@ -248,7 +263,7 @@ func searchCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				return printJSON(resp)
+				return printPlainJSON(searchOut(resp.Tools, nil, resp.NextCursor, false))
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for _, t := range resp.Tools {

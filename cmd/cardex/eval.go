@@ -179,8 +179,8 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "per-call timeout with --addr")
 	f.StringVar(&tenant, "tenant", "", "tenant to register the cards under (default eval-<dataset>)")
 	f.IntVar(&topK, "top-k", eval.DefaultTopK, fmt.Sprintf("shortlist depth at which a need counts as missed (1..%d; metrics always look at the top 10)", retriever.MaxTopK))
-	f.StringVar(&out, "out", "eval-{dataset}.json", "JSON report file ({dataset} is replaced; empty: none)")
-	f.StringVar(&misses, "misses", "eval-{dataset}-misses.jsonl", "missed queries, JSON Lines ({dataset} is replaced; empty: none)")
+	f.StringVar(&out, "out", filepath.Join(evalDir, "eval-{dataset}.json"), "JSON report file ({dataset} is replaced; empty: none)")
+	f.StringVar(&misses, "misses", filepath.Join(evalDir, "eval-{dataset}-misses.jsonl"), "missed queries, JSON Lines ({dataset} is replaced; empty: none)")
 	f.BoolVar(&split, "split", false, "table rows per subset: all, single-need and multi-need queries")
 	f.StringVar(&fusion, "fusion", "", "relative (default; relative-score fusion with --alpha) or rrf (reciprocal rank fusion, k = 60)")
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
@@ -200,6 +200,10 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	ef.register(cmd)
 	return cmd
 }
+
+// evalDir holds the reports of runs that name no file: in the system's
+// temporary directory, so that a run from a clone leaves nothing behind.
+var evalDir = filepath.Join(os.TempDir(), "cardex-eval")
 
 // writeFile writes through fn to path (creating its directory), atomically
 // enough for a report: a temporary file renamed into place.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/cardjson"
 	"github.com/seed0cff8200/cardex/internal/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/mcpimport"
 	"github.com/seed0cff8200/cardex/internal/openapiimport"
@@ -48,16 +50,13 @@ func (f *importFlags) register(cmd *cobra.Command) {
 }
 
 func (f *importFlags) check() error {
-	if !cards.ValidName(f.tenant) {
-		return fmt.Errorf("--tenant is required ([A-Za-z0-9_.-]{1,128})")
+	if err := requireTenant(f.tenant); err != nil {
+		return err
 	}
 	if !cards.ValidName(f.server) {
-		return fmt.Errorf("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
+		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
 	}
-	if f.cf.output != "table" && f.cf.output != "json" {
-		return fmt.Errorf("--output %q: use table or json", f.cf.output)
-	}
-	return nil
+	return f.cf.check()
 }
 
 func importMCPCmd() *cobra.Command {
@@ -83,7 +82,7 @@ may name environment variables as ${VAR}.`,
 			u := upstream.Upstream{Server: f.server}
 			if upstreamsFile != "" {
 				if len(args) > 0 || command != "" || len(headers) > 0 || len(env) > 0 {
-					return fmt.Errorf("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
+					return usageError("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
 				}
 				cfg, err := upstream.LoadConfig(upstreamsFile)
 				if err != nil {
@@ -98,11 +97,15 @@ may name environment variables as ${VAR}.`,
 				if len(args) > 0 {
 					u.URL = args[0]
 				}
-				u.Command = strings.Fields(command)
+				words, err := splitCommand(command)
+				if err != nil {
+					return usageError("--command: %v", err)
+				}
+				u.Command = words
 				for _, h := range headers {
 					k, v, ok := strings.Cut(h, ":")
 					if !ok {
-						return fmt.Errorf("--header %q: write 'Name: value'", h)
+						return usageError("--header %q: write 'Name: value'", h)
 					}
 					if u.Headers == nil {
 						u.Headers = map[string]string{}
@@ -112,7 +115,7 @@ may name environment variables as ${VAR}.`,
 				for _, e := range env {
 					k, v, ok := strings.Cut(e, "=")
 					if !ok {
-						return fmt.Errorf("--env %q: write NAME=value", e)
+						return usageError("--env %q: write NAME=value", e)
 					}
 					if u.Env == nil {
 						u.Env = map[string]string{}
@@ -126,7 +129,7 @@ may name environment variables as ${VAR}.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cf.timeout)
 			defer cancel()
-			cs, err := upstream.NewClient("cli").Connect(ctx, tr, nil)
+			cs, err := upstream.NewClient(buildinfo.Version()).Connect(ctx, tr, nil)
 			if err != nil {
 				return fmt.Errorf("connect to the MCP server: %w", err)
 			}
@@ -150,7 +153,7 @@ may name environment variables as ${VAR}.`,
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&headers, "header", nil, "HTTP header for the server, 'Name: value' (repeatable; ${VAR} is expanded)")
-	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split on spaces")
+	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split into words like a shell does ('quotes' and \\ escapes; nothing expanded)")
 	fl.StringArrayVar(&env, "env", nil, "environment for --command, NAME=value (repeatable; ${VAR} is expanded)")
 	fl.StringVar(&upstreamsFile, "upstreams", "", "take the connection from this upstreams file's entry for --server")
 	return cmd
@@ -183,7 +186,17 @@ revokes operations that vanished, like 'import mcp'.`,
 			}
 			fmt.Fprintf(os.Stderr, "read %d operations from %s\n", len(imported)+len(skipped), args[0])
 			entry, hasEntry := openapiimport.ServerInfo(doc, f.tenant, f.server)
-			return runImport(cmd, &f, cards.KindRESTOperation, imported, skipped, serverEntry(entry, hasEntry))
+			if err := runImport(cmd, &f, cards.KindRESTOperation, imported, skipped, serverEntry(entry, hasEntry)); err != nil {
+				return err
+			}
+			if !f.dryRun {
+				u, relative := openapiimport.Upstream(doc, args[0], f.server)
+				fmt.Fprintf(os.Stderr, "for call_tool to reach these operations, register the API in the upstreams file of 'cardex serve --upstreams':\n%s", upstreamSnippet(u))
+				if relative {
+					fmt.Fprintf(os.Stderr, "  (the document's server %q is relative: write the API's scheme and host in base_url)\n", u.BaseURL)
+				}
+			}
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -195,18 +208,23 @@ revokes operations that vanished, like 'import mcp'.`,
 func upstreamSnippet(u upstream.Upstream) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  - server: %s\n", u.Server)
+	if u.UpstreamKind() == upstream.REST {
+		fmt.Fprintf(&b, "    kind: %s\n    base_url: %s\n", upstream.REST, u.BaseURL)
+	}
 	// entry prints one header or environment entry; a literal value (a
 	// secret, most likely) becomes a ${VAR} reference to set instead.
 	entry := func(k, v string) {
-		if strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}") {
+		if strings.Contains(v, "${") && strings.HasSuffix(v, "}") {
 			fmt.Fprintf(&b, "      %s: %q\n", k, v)
 			return
 		}
 		ref := "${" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(k)) + "}"
 		fmt.Fprintf(&b, "      %s: %q   # set %s in cardex serve's environment\n", k, ref, ref[2:len(ref)-1])
 	}
-	if u.URL != "" {
-		fmt.Fprintf(&b, "    url: %s\n", u.URL)
+	if u.URL != "" || u.BaseURL != "" {
+		if u.URL != "" {
+			fmt.Fprintf(&b, "    url: %s\n", u.URL)
+		}
 		if len(u.Headers) > 0 {
 			b.WriteString("    headers:\n")
 			for _, k := range slices.Sorted(maps.Keys(u.Headers)) {
@@ -364,9 +382,11 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 	}
 	if f.cf.output == "json" {
 		type change struct {
-			Action string   `json:"action"`
-			Name   string   `json:"name"`
-			Fields []string `json:"fields,omitempty"`
+			Action string `json:"action"`
+			// Card is the card as it is (unchanged, kept revoked) or as it
+			// will be written, in the one JSON shape of a card.
+			Card   cardjson.Card `json:"card"`
+			Fields []string      `json:"fields,omitempty"`
 		}
 		type serverChange struct {
 			Action      string   `json:"action"`
@@ -384,7 +404,7 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 			ServerEntry *serverChange       `json:"server_entry,omitempty"`
 		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}}
 		for _, c := range plan.Changes {
-			out.Changes = append(out.Changes, change{Action: string(c.Action), Name: c.Card.Name, Fields: c.Fields})
+			out.Changes = append(out.Changes, change{Action: string(c.Action), Card: cardjson.From(&c.Card), Fields: c.Fields})
 		}
 		if sch != nil {
 			out.ServerEntry = &serverChange{Action: string(sch.Action), Title: sch.Entry.Title, Description: sch.Entry.Description, Fields: sch.Fields}

@@ -33,19 +33,19 @@ func runFull(t *testing.T, bin, addr string, args ...string) (string, string, in
 	return stdout.String(), stderr.String(), code
 }
 
-// discoverJSON is the part of `cardex discover -o json` these tests read.
-type discoverJSON struct {
+// discoverRead is the part of `cardex discover -o json` these tests read.
+type discoverRead struct {
 	Tools []struct {
 		Card       struct{ Server, Name string }
 		Confidence float64 `json:"confidence"`
 		Intents    []int   `json:"intents"`
-		ForQuery   bool    `json:"forQuery"`
+		ForQuery   bool    `json:"for_query"`
 		Pinned     bool    `json:"pinned"`
 	}
 	Abstained        bool    `json:"abstained"`
-	AbstainedIntents []int   `json:"abstainedIntents"`
-	MinConfidence    float64 `json:"minConfidence"`
-	CandidateCount   int     `json:"candidateCount"`
+	AbstainedIntents []int   `json:"abstained_intents"`
+	MinConfidence    float64 `json:"min_confidence"`
+	CandidateCount   int     `json:"candidate_count"`
 }
 
 // forColumn is what the table's FOR column says for a tool of the JSON
@@ -113,13 +113,13 @@ func TestDiscoverAndToolsSearchIntents(t *testing.T) {
 		t.Helper()
 		return runFull(t, bin, addr, slices.Concat([]string{"discover"}, args, support)...)
 	}
-	discoverJ := func(args ...string) discoverJSON {
+	discoverJ := func(args ...string) discoverRead {
 		t.Helper()
 		out, stderr, code := discover(append(args, "-o", "json")...)
 		if code != 0 {
 			t.Fatalf("discover %v -o json: exit %d\n%s", args, code, stderr)
 		}
-		var d discoverJSON
+		var d discoverRead
 		if err := json.Unmarshal([]byte(out), &d); err != nil {
 			t.Fatalf("discover %v -o json: %v\n%s", args, err, out)
 		}

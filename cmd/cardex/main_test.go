@@ -18,22 +18,37 @@ import (
 // the embedded store, apply the example catalogue, discover, describe,
 // authorize, stop with SIGTERM and start again on the same data directory.
 
-func buildBinary(t *testing.T) string {
+func buildBinary(t *testing.T, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cardex")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
 }
 
-var addrRE = regexp.MustCompile(`msg="cardex serving" addr=(\S+)`)
+var (
+	addrRE = regexp.MustCompile(`msg="cardex serving" addr=(\S+)`)
+	httpRE = regexp.MustCompile(`msg="agent surfaces" http=(\S+)`)
+)
 
 // startServer runs `cardex serve` and returns its address once it listens.
 func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	addr, _, stop = startServerHTTP(t, bin, dataDir)
+	return addr, stop
+}
+
+// startServerHTTP also returns the HTTP listener's address (on a free port
+// unless CARDEX_HTTP_LISTEN names one).
+func startServerHTTP(t *testing.T, bin, dataDir string, extra ...string) (addr, httpAddr string, stop func()) {
+	t.Helper()
+	args := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"}
+	if os.Getenv("CARDEX_HTTP_LISTEN") == "" {
+		args = append(args, "--http-listen", "127.0.0.1:0")
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +57,13 @@ func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 		t.Fatal(err)
 	}
 	found := make(chan string, 1)
+	foundHTTP := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			if m := httpRE.FindStringSubmatch(sc.Text()); m != nil {
+				foundHTTP <- m[1]
+			}
 			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
 			}
@@ -52,6 +71,7 @@ func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 	}()
 	select {
 	case addr = <-found:
+		httpAddr = <-foundHTTP // logged before the gRPC listener
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("server did not start within 30s")
@@ -76,7 +96,7 @@ func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return addr, stop
+	return addr, httpAddr, stop
 }
 
 func run(t *testing.T, bin, addr string, args ...string) (string, int) {
@@ -142,11 +162,12 @@ func TestTourAndRestart(t *testing.T) {
 		Tools []struct {
 			Card struct {
 				Server, Name   string
-				RequiredScopes []string `json:"requiredScopes"`
-				InputSchema    string   `json:"inputSchema"`
+				RequiredScopes []string        `json:"required_scopes"`
+				InputSchema    json.RawMessage `json:"input_schema"`
+				Version        int64           `json:"version"`
 			}
 		}
-		CandidateCount int `json:"candidateCount"`
+		CandidateCount int `json:"candidate_count"`
 	}
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("discover -o json: %v\n%s", err, out)
@@ -160,8 +181,8 @@ func TestTourAndRestart(t *testing.T) {
 				t.Errorf("support caller was shown %s/%s requiring %s", tool.Card.Server, tool.Card.Name, s)
 			}
 		}
-		if tool.Card.InputSchema == "" {
-			t.Errorf("%s/%s came without its schema", tool.Card.Server, tool.Card.Name)
+		if len(tool.Card.InputSchema) == 0 || tool.Card.InputSchema[0] != '{' || tool.Card.Version != 1 {
+			t.Errorf("%s/%s came without its schema as an object, or without its version: %s v%d", tool.Card.Server, tool.Card.Name, tool.Card.InputSchema, tool.Card.Version)
 		}
 	}
 

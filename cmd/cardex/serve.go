@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed0cff8200/cardex/internal/agents"
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/pglog"
@@ -102,8 +103,9 @@ func serveCmd() *cobra.Command {
 			}
 			defer fb.Close()
 
-			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: "dev", DataDir: dataDir, Key: key,
-				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless})
+			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
+				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless,
+				Health: sf.state.HTTP(), Serving: sf.state.Serving})
 			if err != nil {
 				return err
 			}
@@ -113,14 +115,14 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution()})
-			sf.beforeServe(gs, hs) // postgres: NOT_SERVING until the schema is current
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution(),
+				State: sf.state}) // postgres: NOT_SERVING until the schema is current
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
-			sf.start(ctx, ret, emb, gs, hs, syncEvery, log)
+			sf.start(ctx, ret, emb, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
-				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "")
+				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "version", buildinfo.Version())
 
 			select {
 			case err := <-errc:
@@ -155,7 +157,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
+	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding the token that CatalogService callers must present (or set the token itself in CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed0cff8200/cardex/cards"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -42,7 +43,11 @@ func serversListCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				return printJSON(resp)
+				out := make([]cards.ServerInfo, 0, len(resp.Servers))
+				for _, s := range resp.Servers {
+					out = append(out, serverJSON(s))
+				}
+				return printPlainJSON(out)
 			}
 			rows := make([][]string, 0, len(resp.Servers))
 			for _, s := range resp.Servers {
@@ -79,7 +84,7 @@ func serversGetCmd() *cobra.Command {
 			}
 			s := resp.Servers[0]
 			if cf.output == "json" {
-				return printJSON(s)
+				return printPlainJSON(serverJSON(s))
 			}
 			rows := [][]string{
 				{"server", s.Tenant + "/" + s.Name},

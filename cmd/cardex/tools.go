@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,12 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed0cff8200/cardex/internal/agents"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -46,8 +47,7 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 }
 
 func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, context.Context, func(), error) {
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN")
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -91,7 +91,7 @@ func toolsListCmd() *cobra.Command {
 				}
 			}
 			if output == "json" {
-				return printJSON(all)
+				return printPlainJSON(listToolsOut(all))
 			}
 			rows := make([][]string, 0, len(all.Tools))
 			for _, t := range all.Tools {
@@ -123,8 +123,8 @@ func toolsSearchCmd() *cobra.Command {
 		Short: "Names, servers and summaries of the tools you may use (query at most 200 characters; limit default 20, at most 50)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: use table or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			client, ctx, done, err := af.connect(cmd)
 			if err != nil {
@@ -140,7 +140,7 @@ func toolsSearchCmd() *cobra.Command {
 				return err
 			}
 			if output == "json" {
-				return printJSON(resp)
+				return printPlainJSON(searchOut(resp.Tools, resp.Matches, "", resp.Abstained))
 			}
 			if resp.Abstained {
 				fmt.Println("no tool matches; rephrase the request, or split it into --intent steps")
@@ -183,8 +183,8 @@ func toolsDescribeCmd() *cobra.Command {
 		Short: "One tool you may use, with its input and output schemas",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: use table or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			client, ctx, done, err := af.connect(cmd)
 			if err != nil {
@@ -200,10 +200,16 @@ func toolsDescribeCmd() *cobra.Command {
 				return err
 			}
 			if len(resp.AmbiguousServers) > 0 {
-				return exitError{code: 2, msg: fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))}
+				msg := fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))
+				if output == "json" {
+					if err := printPlainJSON(ambiguousJSON{Ambiguous: true, Servers: resp.AmbiguousServers, Message: msg}); err != nil {
+						return err
+					}
+				}
+				return exitError{code: 2, msg: msg}
 			}
 			if output == "json" {
-				return printJSON(resp.Card)
+				return printPlainJSON(cardJSON(resp.Card))
 			}
 			return printCard(resp.Card)
 		},
@@ -224,7 +230,7 @@ type Receipt struct {
 type ReceiptExecution struct {
 	ID     string `json:"id,omitempty"`
 	Tool   string `json:"tool,omitempty"`
-	Status string `json:"status"` // ok, tool_error, denied, failed
+	Status string `json:"status"` // ok, tool_error, denied, uncertain, failed
 	Error  string `json:"error,omitempty"`
 }
 
@@ -237,27 +243,36 @@ type ReceiptResult struct {
 
 func toolsCallCmd() *cobra.Command {
 	var af agentFlags
-	var server, argsJSON, jsonFile, output string
+	var server, argsJSON, jsonFile, output, format string
 	cmd := &cobra.Command{
-		Use:   "call NAME [--server S] (--json-file ARGS.json | --args JSON) [--output RESULT.json]",
+		Use:   "call NAME [--server S] (--json-file ARGS.json | --args JSON) [--output RESULT.json] [-o json|table]",
 		Short: "Run a tool you may use; with --output the result goes to the file and stdout gets a small JSON receipt",
-		Long: `Authorizes the call like AuthorizeCall (scopes, status, arguments against the input schema), forwards
-it to the tool's upstream MCP server and returns the MCP result (content, structuredContent, isError).
+		Long: `Authorizes the call like AuthorizeCall (scopes, status, arguments against the input schema), runs
+it on the tool's upstream (an MCP server, or the REST API of a rest_operation card) and returns the
+MCP result (content, structuredContent, isError).
 
 With --output FILE the result is written to FILE (via a temporary file and a rename, so FILE is
 either the whole result or untouched) and stdout holds only a receipt:
-  {"execution": {"id", "tool", "status"}, "result": {"path", "bytes", "complete"}}
-"complete" is true only when FILE holds the whole result. Exit status: 0 ok; 1 the tool reported an
-error, the call failed or the file could not be written; 2 the call was refused.
+  {"execution": {"id", "tool", "status", "error"}, "result": {"path", "bytes", "complete"}}
+"complete" is true only when FILE holds the whole result. status is ok, tool_error, denied,
+uncertain (a POST or PATCH that timed out or lost its connection: it may or may not have taken
+effect, and was not retried) or failed.
 
 SERVER/query of a database (an sql upstream) takes {"sql": "SELECT ...", "params": {...}}; FILE gets
 {"rows": [...]} and the receipt's result adds "row_count" and, when the rows stopped at a limit,
 "incomplete_reason" (row_limit, byte_limit, timeout): then "complete" is false, the status "partial"
-and the exit status 2. An SQL error exits 1 with the database's message (status "sql_error").`,
+and the exit status 2. An SQL error exits 1 with the database's message (status "sql_error").
+
+-o json (the default here) prints the result, or the receipt, as JSON; -o table prints the result's
+text, or the receipt as one line. Exit status: 0 ok; 1 the tool reported an error, the call failed or
+was uncertain, or the file could not be written; 2 the call was refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if argsJSON != "" && jsonFile != "" {
-				return fmt.Errorf("give --args or --json-file, not both")
+				return usageError("give --args or --json-file, not both")
+			}
+			if err := checkOutput(format); err != nil {
+				return err
 			}
 			if jsonFile != "" {
 				var b []byte
@@ -285,7 +300,7 @@ and the exit status 2. An SQL error exits 1 with the database's message (status 
 			if err == nil && resp.Query != nil {
 				return finishQuery(resp, output) // a database's query card (tools_sql.go)
 			}
-			return finishCall(resp, err, output)
+			return finishCall(resp, err, output, format)
 		},
 	}
 	af.register(cmd)
@@ -294,12 +309,13 @@ and the exit status 2. An SQL error exits 1 with the database's message (status 
 	f.StringVar(&argsJSON, "args", "", "arguments as a JSON object")
 	f.StringVar(&jsonFile, "json-file", "", "file holding the arguments as a JSON object (- for stdin)")
 	f.StringVar(&output, "output", "", "write the result to this file and print only a receipt")
+	f.StringVarP(&format, "format", "o", "json", "what stdout gets: json (the result, or the receipt) or table (the result's text, or the receipt in a line)")
 	return cmd
 }
 
 // finishCall writes the result (to stdout, or to the output file with a
 // receipt on stdout) and turns the outcome into the exit status.
-func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
+func finishCall(resp *pb.CallToolResponse, callErr error, output, format string) error {
 	rec := Receipt{Result: ReceiptResult{Path: output}}
 	if callErr != nil {
 		st := status.Convert(callErr)
@@ -309,9 +325,12 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied:
 			code, rec.Execution.Status = 2, "denied"
 		}
+		if uncertain(st) {
+			rec.Execution.Status = "uncertain"
+		}
 		rec.Execution.Error = st.Message()
 		if output != "" {
-			if err := printPlainJSON(rec); err != nil {
+			if err := printReceipt(rec, format); err != nil {
 				return err
 			}
 		}
@@ -324,7 +343,7 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		rec.Execution.Status = "tool_error"
 	}
 	if output == "" {
-		if _, err := fmt.Fprintln(os.Stdout, resp.ResultJson); err != nil {
+		if err := printResult(resp.ResultJson, format); err != nil {
 			return err
 		}
 	} else {
@@ -333,7 +352,7 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		if err != nil {
 			rec.Execution.Error = "writing the result: " + err.Error()
 		}
-		if perr := printPlainJSON(rec); perr != nil {
+		if perr := printReceipt(rec, format); perr != nil {
 			return perr
 		}
 		if err != nil {
@@ -344,6 +363,70 @@ func finishCall(resp *pb.CallToolResponse, callErr error, output string) error {
 		return exitError{code: 1, msg: fmt.Sprintf("%s reported an error (see the result)", rec.Execution.Tool)}
 	}
 	return nil
+}
+
+func printReceipt(rec Receipt, format string) error {
+	if format == "json" {
+		return printPlainJSON(rec)
+	}
+	line := rec.Execution.Status
+	if rec.Execution.Tool != "" {
+		line += " " + rec.Execution.Tool
+	}
+	if rec.Result.Complete {
+		line += fmt.Sprintf(" → %s (%d bytes, complete)", rec.Result.Path, rec.Result.Bytes)
+	} else {
+		line += " → nothing written to " + rec.Result.Path
+	}
+	if rec.Execution.ID != "" {
+		line += " execution " + rec.Execution.ID
+	}
+	if rec.Execution.Error != "" {
+		line += ": " + rec.Execution.Error
+	}
+	_, err := fmt.Println(line)
+	return err
+}
+
+// printResult prints a tool result: the JSON as it is, or its text content.
+func printResult(resultJSON, format string) error {
+	if format == "json" {
+		_, err := fmt.Fprintln(os.Stdout, resultJSON)
+		return err
+	}
+	var r struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(resultJSON), &r); err != nil {
+		return err
+	}
+	printed := false
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			fmt.Println(c.Text)
+			printed = true
+		} else {
+			fmt.Printf("[%s content: see -o json]\n", c.Type)
+		}
+	}
+	if !printed && len(r.StructuredContent) > 0 {
+		fmt.Println(string(r.StructuredContent))
+	}
+	return nil
+}
+
+// uncertain: the server said the call may or may not have taken effect.
+func uncertain(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == agents.ErrorDomain && ei.Reason == agents.ReasonUncertain {
+			return true
+		}
+	}
+	return false
 }
 
 // writeFileAtomic writes data to a temporary file beside path, syncs it and

@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/rest"
 	"github.com/seed0cff8200/cardex/internal/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
@@ -35,14 +37,19 @@ type Config struct {
 	// TokenFile maps bearer tokens to callers. Empty: no agent surface
 	// accepts a call (every request is Unauthenticated).
 	TokenFile string
-	// UpstreamsFile registers the upstream MCP servers. Empty: nothing can
-	// be called.
+	// UpstreamsFile registers the upstreams: MCP servers and REST APIs.
+	// Empty: nothing can be called.
 	UpstreamsFile string
-	// HTTPListen is the address of the /mcp listener; empty: no listener.
-	// There is no listener without a TokenFile either.
+	// HTTPListen is the address of the HTTP listener (/mcp, /healthz,
+	// /readyz); empty: no listener. Without a TokenFile it serves no /mcp.
 	HTTPListen string
 	// MCPStateless serves /mcp without sessions (see mcpfront.Config).
 	MCPStateless bool
+	// Health, when set, answers /healthz and /readyz on the HTTP listener.
+	Health http.Handler
+	// Serving, when set, holds /mcp (503) until it returns nil: until the
+	// replica's view of the catalogue can be trusted.
+	Serving func() error
 }
 
 // Surfaces are the running agent surfaces.
@@ -52,6 +59,7 @@ type Surfaces struct {
 	tokens   *tokens.Table
 	registry *upstream.Registry
 	sql      *sqlquery.Pools
+	rest     *rest.Executor
 	audit    *upstream.Audit
 	http     *http.Server
 	front    *mcpfront.Front
@@ -94,30 +102,50 @@ func Open(cfg Config) (*Surfaces, error) {
 	}
 	s.audit = audit
 	s.sql = sqlquery.New(ucfg, log) // the SQL entries of the same file
-	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log, SQL: s.sql}
-	switch {
-	case cfg.HTTPListen == "":
-	case cfg.TokenFile == "":
-		// Without a token file every request would be refused: no listener.
-		log.Info("MCP front off: no agent token file (--agent-tokens)")
-	default:
+	s.rest = rest.New(ucfg, cfg.Version, log)
+	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log, SQL: s.sql,
+		Executors: map[cards.Kind]gateway.Executor{cards.KindRESTOperation: s.rest}}
+	if cfg.HTTPListen != "" {
 		lis, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("--http-listen: %w", err)
+			return nil, fmt.Errorf("--http-listen: %w (choose another address, or --http-listen '' for no HTTP listener)", err)
 		}
 		s.lis = lis
 		mux := http.NewServeMux()
-		s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})
-		mux.Handle(mcpfront.Path, s.front)
+		if cfg.Health != nil {
+			mux.Handle("/healthz", cfg.Health)
+			mux.Handle("/readyz", cfg.Health)
+		}
+		if cfg.TokenFile != "" {
+			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})
+			mux.Handle(mcpfront.Path, whenServing(cfg.Serving, s.front))
+		} else {
+			// Without a token file every request would be refused.
+			log.Info("MCP front off: no agent token file (--agent-tokens)")
+		}
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
-	log.Info("agent surfaces", "mcp", s.Addr(), "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
+	log.Info("agent surfaces", "http", s.Addr(), "mcp", cfg.TokenFile != "" && s.lis != nil, "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
 	return s, nil
 }
 
-// Addr is the /mcp listener's address ("" when there is none).
+// whenServing answers 503 while serving says why not.
+func whenServing(serving func() error, h http.Handler) http.Handler {
+	if serving == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := serving(); err != nil {
+			http.Error(w, "not serving yet: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Addr is the HTTP listener's address ("" when there is none).
 func (s *Surfaces) Addr() string {
 	if s.lis == nil {
 		return ""
@@ -156,7 +184,9 @@ func (s *Surfaces) Shutdown(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.http.Shutdown(ctx) }()
-	s.front.Drain(ctx)
+	if s.front != nil {
+		s.front.Drain(ctx)
+	}
 	err := <-done
 	if err != nil {
 		s.http.Close()
@@ -180,6 +210,9 @@ func (s *Surfaces) Close() error {
 	}
 	if s.sql != nil {
 		s.sql.Close()
+	}
+	if s.rest != nil {
+		s.rest.Close()
 	}
 	if s.audit != nil {
 		errs = append(errs, s.audit.Close())

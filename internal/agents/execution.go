@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -22,6 +23,14 @@ import (
 
 // MaxResultBytes bounds a forwarded result returned over gRPC.
 const MaxResultBytes = 32 << 20
+
+// An uncertain outcome (a non-idempotent call that timed out or lost its
+// connection after it was sent) is answered with codes.Unknown and an
+// ErrorInfo of this reason and domain.
+const (
+	ReasonUncertain = "OUTCOME_UNCERTAIN"
+	ErrorDomain     = "cardex"
+)
 
 type execution struct {
 	pb.UnimplementedExecutionServiceServer
@@ -210,6 +219,16 @@ func (s *execution) status(method string, err error) error {
 			return status.Error(codes.DeadlineExceeded, ce.Error())
 		case upstream.KindUnreachable:
 			return status.Error(codes.Unavailable, ce.Error())
+		case upstream.KindTooLarge:
+			return status.Error(codes.ResourceExhausted, ce.Error())
+		case upstream.KindUncertain:
+			// Unknown, and said so in a machine-readable way: the call may
+			// or may not have taken effect.
+			st, derr := status.New(codes.Unknown, ce.Error()).WithDetails(&errdetails.ErrorInfo{Reason: ReasonUncertain, Domain: ErrorDomain})
+			if derr != nil {
+				return status.Error(codes.Unknown, ce.Error())
+			}
+			return st.Err()
 		default:
 			return status.Error(codes.Unknown, ce.Error())
 		}

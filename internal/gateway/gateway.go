@@ -44,15 +44,45 @@ const (
 // describe_tool or call_tool they are unknown: meta-tools cannot be nested.
 var MetaTools = []string{SearchTools, DescribeTool, CallTool}
 
-// Gateway runs the three operations. Upstreams and Audit may be nil (then
-// nothing can be called, and nothing is audited).
+// Executor runs an allowed call of a card on the card's upstream and
+// returns the tool result. An error wrapping cards.ErrInvalid is a refusal of
+// the arguments before anything was sent; an *upstream.CallError is a call
+// that produced no result.
+type Executor interface {
+	Execute(ctx context.Context, tenant string, card *cards.Card, args json.RawMessage) (*mcp.CallToolResult, error)
+}
+
+// Gateway runs the three operations. Upstreams, Executors and Audit may be
+// nil (then nothing of that kind can be called, and nothing is audited).
 type Gateway struct {
 	Retriever *retriever.Retriever
+	// Upstreams forwards the calls of mcp_tool cards.
 	Upstreams upstream.Caller
+	// Executors run the calls of the other card kinds, by kind
+	// (rest_operation: the REST executor).
+	Executors map[cards.Kind]Executor
 	Audit     *upstream.Audit
 	Log       *slog.Logger
 	// SQL runs the query cards of the SQL upstreams (nil: none).
 	SQL *sqlquery.Pools
+}
+
+// executor is the one that runs calls of kind, or nil.
+func (g *Gateway) executor(kind cards.Kind) Executor {
+	if kind == cards.KindMCPTool {
+		if g.Upstreams == nil {
+			return nil
+		}
+		return mcpExecutor{g.Upstreams}
+	}
+	return g.Executors[kind]
+}
+
+// mcpExecutor forwards to the card's upstream MCP server.
+type mcpExecutor struct{ up upstream.Caller }
+
+func (m mcpExecutor) Execute(ctx context.Context, tenant string, card *cards.Card, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return m.up.Call(ctx, tenant, card.Server, card.Name, args)
 }
 
 // ToolSummary is one search result.
@@ -108,26 +138,34 @@ func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query s
 // Search lists the caller's authorized tools that match the query (every one,
 // in (server, name) order, when the query is empty), at most limit.
 func (g *Gateway) Search(ctx context.Context, c retriever.Caller, query string, limit int) ([]ToolSummary, error) {
+	rows, _, err := g.SearchPage(ctx, c, query, limit, "")
+	return rows, err
+}
+
+// SearchPage is Search from cursor on (a next cursor of a previous page of
+// the same query; empty: the first page), with the cursor of the next page
+// ("" after the last).
+func (g *Gateway) SearchPage(ctx context.Context, c retriever.Caller, query string, limit int, cursor string) ([]ToolSummary, string, error) {
 	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
-		return nil, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
+		return nil, "", cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
 	}
 	switch {
 	case limit == 0:
 		limit = DefaultLimit
 	case limit < 0:
-		return nil, cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
+		return nil, "", cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
 	case limit > MaxLimit:
 		limit = MaxLimit
 	}
-	rows, _, err := g.Retriever.Search(ctx, c, query, limit, "")
+	rows, next, err := g.Retriever.Search(ctx, c, query, limit, cursor)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]ToolSummary, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, ToolSummary{Name: r.Name, Server: r.Server, Summary: cutRunes(r.Summary, MaxSummaryLen)})
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Denial is a describe or call that was refused; nothing was forwarded.
@@ -209,7 +247,9 @@ func (g *Gateway) Describe(ctx context.Context, c retriever.Caller, name, server
 
 // Callable says whether a card can be called through the gateway: only MCP
 // tools have an upstream to forward to.
-func Callable(c *cards.Card) bool { return c.Kind == cards.KindMCPTool }
+func Callable(c *cards.Card) bool {
+	return c.Kind == cards.KindMCPTool || c.Kind == cards.KindRESTOperation
+}
 
 // Pinned returns the pins that the caller may use and can call, in the order
 // given; the others are left out as if they did not exist.
@@ -367,7 +407,7 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 		return CallResult{}, unknown(name)
 	}
 	entry.Server, entry.Tool = a.Key.Server, a.Key.Name
-	// The card must be an MCP tool: other kinds have no upstream to forward to.
+	// The card's kind decides who runs it.
 	desc, err := g.Retriever.Describe(ctx, c, a.Key.Name, a.Key.Server)
 	if err != nil || desc.Card.Version != a.Version {
 		// Revoked or changed between the two reads: authorize again next time.
@@ -376,14 +416,16 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 	if g.SQL.Has(c.Tenant, a.Key.Server) {
 		return g.callSQL(ctx, c, name, server, desc.Card, args, entry)
 	}
-	if !Callable(&desc.Card) {
+	ex := g.executor(desc.Card.Kind)
+	if ex == nil {
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server,
-			Err: fmt.Errorf("%s/%s is a %s card, not an MCP tool", a.Key.Server, a.Key.Name, desc.Card.Kind)}
+			Err: fmt.Errorf("%s/%s is a %s card, and this server calls none of that kind", a.Key.Server, a.Key.Name, desc.Card.Kind)}
 	}
-	if g.Upstreams == nil {
-		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: a.Key.Server}
+	r, err := ex.Execute(ctx, c.Tenant, &desc.Card, args)
+	if errors.Is(err, cards.ErrInvalid) {
+		// Refused by the executor before anything was sent.
+		return CallResult{}, &Denial{Outcome: upstream.OutcomeDeniedArguments, Message: "arguments refused", Violations: []string{err.Error()}}
 	}
-	r, err := g.Upstreams.Call(ctx, c.Tenant, a.Key.Server, a.Key.Name, args)
 	if err != nil {
 		return CallResult{}, err
 	}

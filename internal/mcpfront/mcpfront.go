@@ -31,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/cardjson"
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/toolname"
@@ -76,7 +77,8 @@ func Tools() []*mcp.Tool {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
 				`"intents":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":200},"description":"The steps of a multi-step task, one short sentence each (at most 8), e.g. [\"create a word document\", \"convert it to PDF\"]. Each step is searched on its own and the results are merged, each step's best tool first; each result lists the steps it answers (0-based)."},` +
-				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."}},` +
+				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},` +
+				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query (without intents), for the next page."}},` +
 				`"additionalProperties":false}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 		},
@@ -320,6 +322,7 @@ type searchArgs struct {
 	Query   string   `json:"query"`
 	Intents []string `json:"intents"`
 	Limit   int      `json:"limit"`
+	Cursor  string   `json:"cursor"`
 }
 
 // noMatch is search_tools' answer when nothing matches well enough.
@@ -335,13 +338,17 @@ func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		return toolError(err.Error()), nil
 	}
 	var rows []gateway.ToolSummary
+	var next string
 	var err error
 	abstained := false
 	if len(a.Intents) > 0 {
+		if a.Cursor != "" {
+			return toolError("cursor: pages a search without intents; a search with intents answers in one page (raise limit)"), nil
+		}
 		rows, abstained, err = f.gw.SearchIntents(ctx, c, a.Query, a.Intents, a.Limit)
 	} else {
-		rows, err = f.gw.Search(ctx, c, a.Query, a.Limit)
-		abstained = strings.TrimSpace(a.Query) != "" && len(rows) == 0
+		rows, next, err = f.gw.SearchPage(ctx, c, a.Query, a.Limit, a.Cursor)
+		abstained = strings.TrimSpace(a.Query) != "" && len(rows) == 0 && a.Cursor == ""
 	}
 	if err != nil {
 		return f.errorResult(gateway.SearchTools, err)
@@ -350,7 +357,11 @@ func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: noMatch}},
 			StructuredContent: map[string]any{"tools": []gateway.ToolSummary{}, "no_match": true}}, nil
 	}
-	return jsonResult(map[string]any{"tools": rows})
+	out := map[string]any{"tools": rows}
+	if next != "" {
+		out["next_cursor"] = next
+	}
+	return jsonResult(out)
 }
 
 type describeArgs struct {
@@ -358,18 +369,10 @@ type describeArgs struct {
 	Server string `json:"server"`
 }
 
-// Described is describe_tool's answer: the card a model needs.
+// Described is describe_tool's answer: the card a model needs, in the one
+// JSON shape of a card (internal/cardjson), and the name to call it by.
 type Described struct {
-	Name         string            `json:"name"`
-	Server       string            `json:"server"`
-	Kind         string            `json:"kind"`
-	Summary      string            `json:"summary"`
-	Description  string            `json:"description,omitempty"`
-	WhenNotToUse string            `json:"when_not_to_use,omitempty"`
-	Annotations  cards.Annotations `json:"annotations,omitzero"`
-	InputSchema  json.RawMessage   `json:"input_schema,omitempty"`
-	OutputSchema json.RawMessage   `json:"output_schema,omitempty"`
-	Version      int64             `json:"version"`
+	cardjson.Card
 	// QualifiedName is SERVER__NAME, the name to call the tool by directly
 	// with tools/call (absent when the pair has none).
 	QualifiedName string `json:"qualified_name,omitempty"`
@@ -378,9 +381,7 @@ type Described struct {
 // DescribeCard renders a card for describe_tool.
 func DescribeCard(c *cards.Card) Described {
 	q, _ := toolname.Qualify(c.Server, c.Name)
-	return Described{Name: c.Name, Server: c.Server, Kind: string(c.Kind), Summary: c.Summary, Description: c.Description,
-		WhenNotToUse: c.WhenNotToUse, Annotations: c.Annotations, InputSchema: c.InputSchema, OutputSchema: c.OutputSchema, Version: c.Version,
-		QualifiedName: q}
+	return Described{Card: cardjson.ForModel(c), QualifiedName: q}
 }
 
 func (f *front) describe(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -321,3 +321,27 @@ func TestPetstoreServerEntry(t *testing.T) {
 		t.Error("an empty info made a server entry")
 	}
 }
+
+// TestUpstream: the upstreams entry suggested for a document is a valid
+// kind rest entry, with the server's URL (resolved against a spec URL) and
+// a ${VAR} header for each header credential of its security schemes.
+func TestUpstream(t *testing.T) {
+	doc, err := openapiimport.Load(context.Background(), petstore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, relative := openapiimport.Upstream(doc, petstore, "pet-store")
+	if !relative || u.BaseURL != "/v3" || u.Kind != "rest" {
+		t.Fatalf("from a file: %+v relative=%v", u, relative)
+	}
+	if u.Headers["api_key"] != "${PET_STORE_API_KEY}" || u.Headers["Authorization"] != "Bearer ${PET_STORE_TOKEN}" || len(u.Headers) != 2 {
+		t.Fatalf("headers %v", u.Headers)
+	}
+	u, relative = openapiimport.Upstream(doc, "https://petstore3.example.com/api/v3/openapi.yaml", "petstore")
+	if relative || u.BaseURL != "https://petstore3.example.com/v3" {
+		t.Fatalf("from a URL: %+v relative=%v", u, relative)
+	}
+	if err := u.Validate(); err != nil {
+		t.Fatalf("the suggested entry does not validate: %v", err)
+	}
+}

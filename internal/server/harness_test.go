@@ -51,6 +51,8 @@ type envOptions struct {
 	wrap func(cards.Store) cards.Store
 	// feedback records outcomes (raw queries, learning on).
 	feedback bool
+	// state is server.Config.State.
+	state *server.State
 	// retriever options (the service's defaults when nil).
 	retriever []retriever.Option
 }
@@ -99,7 +101,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		}
 		t.Cleanup(func() { _ = fb.Close() })
 	}
-	gs, _ := server.New(server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token})
+	gs, _ := server.New(server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token, State: o.state})
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	t.Cleanup(func() {

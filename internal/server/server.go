@@ -41,6 +41,9 @@ type Config struct {
 	// Execution, when set, is registered as the ExecutionService (it
 	// authenticates its callers itself, by agent token).
 	Execution pb.ExecutionServiceServer
+	// State, when set, drives the health statuses and holds the discovery
+	// and execution calls until the schema is current (nil: always ready).
+	State *State
 }
 
 // New builds a gRPC server with DiscoveryService, CatalogService, health
@@ -52,7 +55,7 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	}
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(accessLog(log), catalogAuth(cfg.CatalogToken)),
+		grpc.ChainUnaryInterceptor(accessLog(log), catalogAuth(cfg.CatalogToken), servingOnly(cfg.State)),
 	)
 	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, log: log})
 	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, log: log})
@@ -66,6 +69,7 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 		hs.SetServingStatus(pb.ExecutionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(gs)
+	cfg.State.Bind(gs, hs)
 	return gs, hs
 }
 
