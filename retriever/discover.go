@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -105,6 +106,19 @@ type Result struct {
 	AbstainedIntents []int
 	// MinConfidence is the threshold that was applied.
 	MinConfidence float64
+	// Timings is where the request's time went, leg by leg (summed over
+	// its ranked lists), for metrics.
+	Timings Timings
+}
+
+// Timings are the durations of a discovery's legs.
+type Timings struct {
+	Embed     time.Duration // the query texts' embeddings
+	Authorize time.Duration // the candidate set
+	Lexical   time.Duration // BM25F inside the candidate set
+	Semantic  time.Duration // the vector search inside the candidate set
+	Fuse      time.Duration // fusion, confidence, server lift, collapsing, the merge
+	Hydrate   time.Duration // pins, copies of the winners, token accounting
 }
 
 // MaxIntents is the most intents one request may carry.
@@ -247,10 +261,12 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	if strings.TrimSpace(req.Query) != "" {
 		texts = append(texts, req.Query) // the context of the other lists
 	}
+	t0 := time.Now()
 	vecs, err := r.embedQueries(ctx, texts)
 	if err != nil {
 		return Result{}, err
 	}
+	embedTime := time.Since(t0)
 	for i := range lists {
 		lists[i].vec = vecs[i]
 	}
@@ -259,6 +275,7 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 		qctx = &textList{intent: -1, text: req.Query, vec: vecs[len(lists)]}
 	}
 	res, low, err := r.answer(ctx, req, lists, qctx, topK, alpha)
+	res.Timings.Embed = embedTime
 	if err != nil || req.NoReformulate {
 		return res, err
 	}
@@ -278,14 +295,17 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for j, i := range retry {
 		alts[j] = lists[i].alt
 	}
+	t0 = time.Now()
 	altVecs, err := r.embedQueries(ctx, alts)
 	if err != nil {
 		return Result{}, err
 	}
+	embedTime += time.Since(t0)
 	for j, i := range retry {
 		lists[i].altVec = altVecs[j]
 	}
 	res, _, err = r.answer(ctx, req, lists, qctx, topK, alpha)
+	res.Timings.Embed = embedTime
 	return res, err
 }
 
@@ -314,8 +334,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	defer r.mu.RUnlock()
 
 	// 2. Authorize first: the candidate set.
+	t0 := time.Now()
 	filter, candidates, catalogTokens := r.candidates(req.Caller)
 	res := Result{CandidateCount: len(candidates), CatalogTokens: catalogTokens}
+	res.Timings.Authorize = time.Since(t0)
 	low := make([]bool, len(lists))
 	if len(candidates) == 0 {
 		res.LowConfidence = true
@@ -343,14 +365,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
 			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
-		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha)
+		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha, &res.Timings)
 		if err != nil {
 			return Result{}, nil, err
 		}
 		res.Degraded = res.Degraded || degraded
 		low[i] = r.lowConfidence(fused)
 		if low[i] && l.alt != "" {
-			alt, altDegraded, err := r.rankText(ctx, req, filter, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha)
+			alt, altDegraded, err := r.rankText(ctx, req, filter, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings)
 			if err != nil {
 				return Result{}, nil, err
 			}
@@ -373,6 +395,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		res.LowConfidence = res.LowConfidence || low[i]
 		// Confidence is a tool's own evidence, set before the server lift
 		// re-ranks the list (the lift never changes the list's best).
+		t1 := time.Now()
 		fused = r.confident(fused)
 		if !req.Mode.single() {
 			fused = liftServers(fused, r.serverLift(filter, candidates, parts, fused), candidates)
@@ -381,6 +404,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			fused = collapseList(fused, candidates, alts)
 		}
 		ranked[i] = fused
+		res.Timings.Fuse += time.Since(t1)
 		// A list that ranked nothing reached no minimum either.
 		if len(fused) == 0 || fused[0].Confidence < minConf {
 			ranked[i] = nil
@@ -389,8 +413,11 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			}
 		}
 	}
+	t1 := time.Now()
 	merged := MergeFair(ranked, topK)
 	res.Abstained = len(merged) == 0
+	res.Timings.Fuse += time.Since(t1)
+	t1 = time.Now()
 
 	// 6. Pins first, authorized like everything else; then the merged list.
 	taken := map[string]int{}
@@ -446,6 +473,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		res.Tools[i].Card = res.Tools[i].Card.Clone()
 		res.ShortlistTokens += int64(res.Tools[i].Tokens)
 	}
+	res.Timings.Hydrate = time.Since(t1)
 	return res, low, nil
 }
 
@@ -482,16 +510,22 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 
 // rankText ranks one text inside the candidate set: the lexical and the
 // semantic leg, fused. Call with r.mu held.
-func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, text []WeightedText, qvec []float32, alpha float64) ([]Fused, bool, error) {
+func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, text []WeightedText, qvec []float32, alpha float64, tm *Timings) ([]Fused, bool, error) {
+	t0 := time.Now()
 	lex, err := r.lex.SearchWeighted(text, filter, LegDepth)
 	if err != nil {
 		return nil, false, fmt.Errorf("lexical search: %w", err)
 	}
+	t1 := time.Now()
+	tm.Lexical += t1.Sub(t0)
 	var sem []Hit
 	degraded := qvec == nil
 	if !degraded {
 		sem, err = r.vec.Search(ctx, qvec, filter, LegDepth)
 	}
+	t2 := time.Now()
+	tm.Semantic += t2.Sub(t1)
+	defer func() { tm.Fuse += time.Since(t2) }()
 	switch {
 	case errors.Is(err, cards.ErrUnavailable):
 		// The semantic leg's backend is down: answer from the lexical
