@@ -2,6 +2,7 @@ package retriever
 
 import (
 	"math"
+	"slices"
 
 	"github.com/seed0cff8200/cardex/cards"
 )
@@ -111,6 +112,7 @@ func (r *Retriever) serverLift(filter Filter, candidates map[string]*entry, text
 	if len(ids) == 0 {
 		return out
 	}
+	slices.Sort(ids) // the statistics sum in a fixed order: the same scores every time
 	hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: filter.Tenant, IDs: ids}, len(ids))
 	if err != nil {
 		r.log.Warn("server entry search failed", "err", err)
