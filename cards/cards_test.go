@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -411,7 +412,22 @@ input_schema:
 		{"unknown field json", "bad.json", `{"name":"n","scopes":["a"]}`, nil, `unknown field "scopes"`},
 		{"yaml in a json file", "bad.json", "name: n\n", nil, "bad.json"},
 		{"bad yaml", "bad.yaml", "name: [unclosed\n", nil, "bad.yaml"},
-		{"scalar", "bad.yaml", "just a string\n", nil, "bad.yaml"},
+		{"scalar", "bad.yaml", "just a string\n", nil, "bad.yaml:1: a card is a mapping of fields"},
+		{"yaml 1.1 booleans are words", "c.yaml", "tenant: acme\nserver: s\nname: n\nsummary: x\ntags: [yes, no, on, off, y]\n", []string{"s/n"}, ""},
+		{"several documents", "c.yaml", "{tenant: t, server: s, name: a, summary: x}\n---\n- {tenant: t, server: s, name: b, summary: y}\n---\n", []string{"s/a", "s/b"}, ""},
+		{"boolean where a string goes", "bad.yaml", "- {tenant: t, server: s, name: a, summary: x}\n- tenant: t\n  server: s\n  name: b\n  summary: x\n  tags:\n    - ok\n    - true\n",
+			nil, "bad.yaml:8: tags[1]: want a string, got a boolean (true); write it in quotes to mean the text"},
+		{"number where a boolean goes", "bad.yaml", "tenant: t\nserver: s\nname: a\nsummary: x\nannotations:\n  read_only: 1\n",
+			nil, "bad.yaml:6: annotations.read_only: want a boolean (true or false), got a number (1)"},
+		{"string version", "bad.json", "{\"tenant\": \"t\",\n \"version\": \"3\"}", nil, `bad.json:2: version: want a whole number, got a string ("3")`},
+		{"unknown annotation", "bad.yaml", "tenant: t\nannotations: {readonly: true}\n", nil, "bad.yaml:2: annotations.readonly: unknown field"},
+		{"unknown field has its line", "bad.yaml", "tenant: t\n\nsumary: x\n", nil, `bad.yaml:3: unknown field "sumary"`},
+		{"duplicate key yaml", "bad.yaml", "tenant: t\nname: a\nname: b\n", nil, "bad.yaml:3: name: appears twice in one mapping (first on line 2)"},
+		{"duplicate key json", "bad.json", "{\"name\": \"a\",\n\"name\": \"b\"}", nil, "bad.json:2: name: appears twice in one object (first on line 1)"},
+		{"json syntax", "bad.json", "{\"name\": \"a\",\n\n\"x\" 1}", nil, "bad.json:3: invalid character"},
+		{"yaml syntax", "bad.yaml", "tenant: t\nname: [a, b\nsummary: x\n", nil, "bad.yaml:"},
+		{"not a JSON number", "bad.yaml", "tenant: t\nversion: .inf\n", nil, `bad.yaml:2: ".inf" is not a number JSON can hold`},
+		{"hex number", "c.yaml", "tenant: t\nserver: s\nname: n\nsummary: x\ninput_schema: {type: object, maxProperties: 0x10}\n", []string{"s/n"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -420,8 +436,8 @@ input_schema:
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
 				}
-				if !strings.Contains(err.Error(), tc.file) {
-					t.Errorf("err %q does not name the file", err)
+				if !strings.Contains(err.Error(), tc.file) || strings.Contains(err.Error(), "json: ") {
+					t.Errorf("err %q does not name the file, or speaks of json:", err)
 				}
 				return
 			}
@@ -569,5 +585,65 @@ func TestFieldError(t *testing.T) {
 	e.Item = "cards[3] billing/refund"
 	if e.Error() != "cards[3] billing/refund: summary: is 501 characters; the limit is 500" {
 		t.Errorf("with item = %q", e)
+	}
+}
+
+func TestParseEntriesServers(t *testing.T) {
+	data := `
+- kind: server
+  tenant: acme
+  name: billing
+  title: Billing API
+  description: Invoices, payments and refunds.
+- {tenant: acme, server: billing, name: refund, summary: Refund a payment}
+- {kind: server, tenant: acme, name: orders, version: 3}
+`
+	cs, ss, err := ParseEntries("mixed.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Name != "refund" {
+		t.Errorf("cards = %+v", cs)
+	}
+	want := []ServerInfo{
+		{Tenant: "acme", Name: "billing", Title: "Billing API", Description: "Invoices, payments and refunds."},
+		{Tenant: "acme", Name: "orders", Version: 3},
+	}
+	if !slices.Equal(ss, want) {
+		t.Errorf("servers = %+v, want %+v", ss, want)
+	}
+	// ParseFile keeps the cards only.
+	if cs, err := ParseFile("mixed.yaml", []byte(data)); err != nil || len(cs) != 1 {
+		t.Errorf("ParseFile = %d cards, %v", len(cs), err)
+	}
+	for _, tc := range []struct{ data, want string }{
+		{"{kind: server, tenant: acme, name: x, summary: cards have summaries}", `mixed.yaml:1: unknown field "summary"`},
+		{"- {kind: server, tenant: acme, name: x}\n- {kind: server, tenant: acme, name: y, aliases: [a]}", `mixed.yaml:2: unknown field "aliases"`},
+		{"- {tenant: acme, server: s, name: x, summary: s, title: no}", `mixed.yaml:1: unknown field "title"`},
+	} {
+		if _, _, err := ParseEntries("mixed.yaml", []byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseEntries(%q) = %v, want %q", tc.data, err, tc.want)
+		}
+	}
+
+	// LoadEntries keeps each entry's source.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.json"), []byte(`[{"kind":"server","tenant":"acme","name":"z"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := LoadEntries(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := func(f string, i int) string { return filepath.Join(dir, f) + "#" + strconv.Itoa(i) }
+	if !slices.Equal(e.CardSources, []string{src("a.yaml", 2)}) ||
+		!slices.Equal(e.ServerSources, []string{src("a.yaml", 1), src("a.yaml", 3), src("b.json", 1)}) || len(e.Servers) != 3 {
+		t.Errorf("LoadEntries = %+v", e)
+	}
+	if cs, sources, err := LoadPath(dir); err != nil || len(cs) != 1 || sources[0] != src("a.yaml", 2) {
+		t.Errorf("LoadPath = %v, %v, %v", cs, sources, err)
 	}
 }

@@ -22,8 +22,17 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external $ref %q is not allowed: schemas must be self-contained", url)
 }
 
-// CompileSchema compiles raw as JSON Schema (draft 2020-12 unless the schema
-// names another draft in $schema). External references are refused, and so
+// fallbackDrafts are the dialects tried, in order, for a schema that names
+// none in $schema: 2020-12 first (the MCP default), then the older drafts
+// that real servers still emit without saying so (zod-to-json-schema's
+// draft-07 tuple "items": [...]; draft-04's boolean exclusiveMinimum).
+var fallbackDrafts = []*jsonschema.Draft{jsonschema.Draft2020, jsonschema.Draft7, jsonschema.Draft4}
+
+// CompileSchema compiles raw as JSON Schema: in the draft its $schema names
+// (with or without a trailing "#"), or, when it names none, in the first of
+// draft 2020-12, draft-07 and draft-04 that accepts it (the error is then
+// 2020-12's). The choice depends on the schema alone, so the same schema
+// always compiles the same way. External references are refused, and so
 // are documents over the work limits (MaxSchemaDepth, MaxSchemaObjects,
 // MaxSchemaEvaluations; a *LimitError) and objects with duplicate keys (a
 // *DuplicateKeyError): both are checked before anything is compiled.
@@ -43,8 +52,28 @@ func compileSchema(raw []byte, vocab *jsonschema.Vocabulary) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	drafts := fallbackDrafts
+	if m, ok := doc.(map[string]any); ok {
+		if _, named := m["$schema"]; named {
+			drafts = drafts[:1] // the compiler follows $schema itself
+		}
+	}
+	var first error
+	for _, d := range drafts {
+		s, err := compileDraft(doc, d, vocab)
+		if err == nil {
+			return s, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, first
+}
+
+func compileDraft(doc any, draft *jsonschema.Draft, vocab *jsonschema.Vocabulary) (*Schema, error) {
 	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
+	c.DefaultDraft(draft)
 	c.UseLoader(noLoader{})
 	if vocab != nil {
 		c.AssertVocabs()

@@ -69,18 +69,18 @@ func schemaCost(root *jsonschema.Schema) ([]int64, error) {
 
 const costCap = MaxSchemaEvaluations + 1
 
-type kind uint8
+type valKind uint8
 
 const (
-	kindObject kind = iota
-	kindArray
-	kindOther
+	valObject valKind = iota
+	valArray
+	valOther
 )
 
 type costKey struct {
 	s *jsonschema.Schema
 	d int
-	k kind
+	k valKind
 }
 
 type coster struct {
@@ -99,7 +99,7 @@ func add(a, b int64) int64 { return min(a+b, costCap) }
 // any is the cost of a value of unknown kind at depth d.
 func (c *coster) any(s *jsonschema.Schema, d int) (int64, error) {
 	var best int64
-	for _, k := range []kind{kindObject, kindArray, kindOther} {
+	for _, k := range []valKind{valObject, valArray, valOther} {
 		v, err := c.cost(s, d, k)
 		if err != nil {
 			return 0, err
@@ -118,22 +118,22 @@ func (c *coster) below(s *jsonschema.Schema, d int) (int64, error) {
 	return c.any(s, d-1)
 }
 
-func admits(s *jsonschema.Schema, k kind) bool {
+func admits(s *jsonschema.Schema, k valKind) bool {
 	if s.Types == nil || s.Types.IsEmpty() {
 		return true
 	}
 	for _, t := range s.Types.ToStrings() {
 		switch {
-		case t == "object" && k == kindObject, t == "array" && k == kindArray:
+		case t == "object" && k == valObject, t == "array" && k == valArray:
 			return true
-		case t != "object" && t != "array" && k == kindOther:
+		case t != "object" && t != "array" && k == valOther:
 			return true
 		}
 	}
 	return false
 }
 
-func (c *coster) cost(s *jsonschema.Schema, d int, k kind) (int64, error) {
+func (c *coster) cost(s *jsonschema.Schema, d int, k valKind) (int64, error) {
 	if s == nil {
 		return 0, nil
 	}
@@ -192,7 +192,7 @@ func (c *coster) cost(s *jsonschema.Schema, d int, k kind) (int64, error) {
 			same(x)
 		}
 	}
-	if k == kindObject {
+	if k == valObject {
 		for _, x := range sortedSchemas(s.DependentSchemas) {
 			same(x)
 		}
@@ -205,7 +205,7 @@ func (c *coster) cost(s *jsonschema.Schema, d int, k kind) (int64, error) {
 
 	// One level down: a child value.
 	switch k {
-	case kindObject:
+	case valObject:
 		var dearest int64
 		for _, x := range sortedSchemas(s.Properties) {
 			dearest = max(dearest, child(x))
@@ -219,7 +219,7 @@ func (c *coster) cost(s *jsonschema.Schema, d int, k kind) (int64, error) {
 		}
 		total = add(total, child(s.UnevaluatedProperties))
 		total = add(total, child(s.PropertyNames))
-	case kindArray:
+	case valArray:
 		var dearest int64
 		tuple := s.PrefixItems
 		if xs, ok := s.Items.([]*jsonschema.Schema); ok {
@@ -238,7 +238,7 @@ func (c *coster) cost(s *jsonschema.Schema, d int, k kind) (int64, error) {
 		total = add(total, child(s.Items2020))
 		total = add(total, child(s.Contains))
 		total = add(total, child(s.UnevaluatedItems))
-	case kindOther:
+	case valOther:
 		total = add(total, child(s.ContentSchema))
 	}
 	if err != nil {

@@ -38,7 +38,9 @@ type ListPage struct {
 }
 
 // Change is one entry of the change sequence: the card at Key was written or
-// deleted at sequence number Seq. Only the latest change per key is kept.
+// deleted at sequence number Seq (or its learned phrasings changed). A Key
+// whose Name is empty (Key.IsServer) is a server entry's, ServerKey(tenant,
+// server). Only the latest change per key is kept.
 type Change struct {
 	Seq     uint64
 	Key     Key
@@ -83,6 +85,32 @@ type Store interface {
 	// Embeddings returns the stored vectors of one model for the given keys;
 	// keys without a vector are absent from the map.
 	Embeddings(ctx context.Context, model string, keys []Key) (map[Key]Embedding, error)
+
+	// PutServers normalises and writes server entries atomically, with the
+	// rules of Put: Version > 0 is an optimistic-concurrency check
+	// (ErrConflict), identical content is Unchanged, versions are monotonic
+	// across delete and re-create, and a key twice in one batch is invalid.
+	// Each result's Key is ServerKey(tenant, name). Every written entry
+	// appears in the change sequence under its ServerKey.
+	PutServers(ctx context.Context, ss []ServerInfo) ([]PutResult, error)
+	// GetServer returns one server entry or ErrNotFound.
+	GetServer(ctx context.Context, tenant, name string) (ServerInfo, error)
+	// Servers returns every server entry of a tenant, ordered by name.
+	Servers(ctx context.Context, tenant string) ([]ServerInfo, error)
+	// DeleteServer removes a server entry (its cards stay). expectedVersion
+	// > 0 must match (ErrConflict); a missing entry is ErrNotFound. The
+	// deletion appears in the change sequence under its ServerKey.
+	DeleteServer(ctx context.Context, tenant, name string, expectedVersion int64) error
+
+	// AddLearned adds phrasings learned from use to an existing card (any
+	// status; ErrNotFound otherwise) under the rule of cards.AddLearned.
+	// When that changes the card's phrasings, the card's entry in the change
+	// sequence moves to a new sequence number (its version stays), so every
+	// replica reloads it. Deleting a card deletes its phrasings.
+	AddLearned(ctx context.Context, k Key, phrases ...string) (changed bool, err error)
+	// Learned returns the learned phrasings of the given cards, oldest
+	// first; cards without any are absent from the map.
+	Learned(ctx context.Context, keys []Key) (map[Key][]string, error)
 
 	Close() error
 }

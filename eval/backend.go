@@ -17,15 +17,25 @@ import (
 type Search struct {
 	Tenant string
 	Query  string
-	TopK   int
-	Mode   retriever.Mode
-	Fusion string  // "" → the backend's default (rrf)
-	Alpha  float64 // with AlphaSet, the semantic weight of relative fusion
+	// Intents are sent beside (or, with an empty Query, instead of) the
+	// query.
+	Intents []string
+	TopK    int
+	Mode    retriever.Mode
+	Fusion  string  // "" → the backend's default (rrf)
+	Alpha   float64 // with AlphaSet, the semantic weight of relative fusion
 	// AlphaSet says Alpha was given.
 	AlphaSet bool
 	// NoReformulate keeps low-confidence queries as they are (in-process
 	// only; the API has no such switch).
 	NoReformulate bool
+}
+
+// Found is one slot of a shortlist: the (server, name) key of the tool, and
+// the keys of the near-duplicates it names as its alternatives.
+type Found struct {
+	Key          [2]string
+	Alternatives [][2]string
 }
 
 // Backend is where an evaluation registers its cards and runs its queries.
@@ -37,8 +47,8 @@ type Backend interface {
 	// Register makes the catalogue's cards, and only them, the active
 	// cards of its tenant.
 	Register(ctx context.Context, cat *Catalog) error
-	// Discover returns the (server, name) keys of the shortlist, best first.
-	Discover(ctx context.Context, s Search) ([][2]string, error)
+	// Discover returns the shortlist, best first.
+	Discover(ctx context.Context, s Search) ([]Found, error)
 	Close() error
 }
 
@@ -96,18 +106,24 @@ func (b *InProcess) Register(ctx context.Context, cat *Catalog) error {
 			return fmt.Errorf("register cards: %w", err)
 		}
 	}
+	if len(cat.Servers) > 0 {
+		if _, err := b.store.PutServers(ctx, cat.Servers); err != nil {
+			return fmt.Errorf("register server entries: %w", err)
+		}
+	}
 	b.ret, err = retriever.New(ctx, b.store, b.emb, slog.New(slog.DiscardHandler), b.opts...)
 	return err
 }
 
 // Discover implements Backend.
-func (b *InProcess) Discover(ctx context.Context, s Search) ([][2]string, error) {
+func (b *InProcess) Discover(ctx context.Context, s Search) ([]Found, error) {
 	if b.ret == nil {
 		return nil, errors.New("in-process backend: nothing registered")
 	}
 	res, err := b.ret.Discover(ctx, retriever.Request{
 		Caller:   retriever.Caller{Tenant: s.Tenant, Subject: "eval"},
 		Query:    s.Query,
+		Intents:  s.Intents,
 		TopK:     s.TopK,
 		Mode:     s.Mode,
 		Fusion:   s.Fusion,
@@ -119,9 +135,12 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([][2]string, error)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][2]string, len(res.Tools))
+	out := make([]Found, len(res.Tools))
 	for i, t := range res.Tools {
-		out[i] = [2]string{t.Card.Server, t.Card.Name}
+		out[i].Key = [2]string{t.Card.Server, t.Card.Name}
+		for _, a := range t.Alternatives {
+			out[i].Alternatives = append(out[i].Alternatives, [2]string{a.Server, a.Name})
+		}
 	}
 	return out, nil
 }

@@ -20,7 +20,10 @@ const NoServer = "_"
 type Catalog struct {
 	Tenant string
 	Cards  []cards.Card
-	labels map[[2]string]string // (server, name) → label
+	// Servers are the dataset's server entries (servers.jsonl) whose
+	// server has a card here.
+	Servers []cards.ServerInfo
+	labels  map[[2]string]string // (server, name) → label
 	// SchemasDropped lists, as "label: reason", the tools whose input
 	// schema did not pass the card rules (it is left off the card).
 	SchemasDropped []string
@@ -70,6 +73,16 @@ func NewCatalog(d *Dataset, tenant string) (*Catalog, error) {
 		}
 		c.labels[k] = t.Name
 		c.Cards = append(c.Cards, card)
+	}
+	has := map[string]bool{}
+	for _, card := range c.Cards {
+		has[card.Server] = true
+	}
+	for _, s := range d.Servers {
+		if has[s.Server] {
+			c.Servers = append(c.Servers, cards.ServerInfo{Tenant: tenant, Name: s.Server,
+				Title: cards.Sanitize(s.Title), Description: cards.Sanitize(s.Description)})
+		}
 	}
 	return c, nil
 }

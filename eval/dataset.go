@@ -64,6 +64,10 @@ type Query struct {
 	// the number of needs, not from it.
 	Type     string `json:"type,omitempty"`
 	Category string `json:"category,omitempty"`
+	// Intents are the task's parts, one sub-request each (LiveMCPBench:
+	// the annotators' step plan), standing in for what an orchestrator's
+	// model sends as DiscoverTools intents.
+	Intents []string `json:"intents,omitempty"`
 }
 
 // Needs returns the query's needs: expected_groups when present, otherwise
@@ -79,12 +83,33 @@ func (q *Query) Needs() [][]string {
 	return out
 }
 
+// Server is one row of servers.jsonl: what a server is, in its authors'
+// words.
+type Server struct {
+	Server      string `json:"server"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Category    string `json:"category,omitempty"`
+	Web         string `json:"web,omitempty"`
+}
+
 // Dataset is one loaded dataset folder.
 type Dataset struct {
 	Name    string // the folder's base name
 	Dir     string
 	Tools   []Tool
-	Queries []Query // nil when the folder has no queries.jsonl
+	Queries []Query  // nil when the folder has no queries.jsonl
+	Servers []Server // nil when the folder has no servers.jsonl
+}
+
+// HasIntents reports whether any query carries intents.
+func (d *Dataset) HasIntents() bool {
+	for i := range d.Queries {
+		if len(d.Queries[i].Intents) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // HasSchemas reports whether any tool carries an input schema.
@@ -129,6 +154,23 @@ func Load(dir string) (*Dataset, error) {
 			return nil, fmt.Errorf("%s: tool %q appears twice", toolsPath, t.Name)
 		}
 		labels[t.Name] = true
+	}
+
+	serversPath := filepath.Join(dir, "servers.jsonl")
+	if _, err := os.Stat(serversPath); err == nil {
+		if err := readJSONL(serversPath, func(line int, raw []byte) error {
+			var s Server
+			if err := strictUnmarshal(raw, &s); err != nil {
+				return err
+			}
+			if s.Server == "" {
+				return errors.New(`"server" is required`)
+			}
+			d.Servers = append(d.Servers, s)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	queriesPath := filepath.Join(dir, "queries.jsonl")

@@ -45,11 +45,12 @@ func TestLiveMCPBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Tools != 527 || rep.Queries != 49 || len(rep.Modes) != 3 {
-		t.Errorf("report: %d tools, %d queries, modes %v", rep.Tools, rep.Queries, rep.Modes)
+	if rep.Tools != 527 || rep.Queries != 49 || len(rep.Modes) != 3 || len(rep.Conditions) != 3 {
+		t.Errorf("report: %d tools, %d queries, modes %v, conditions %v", rep.Tools, rep.Queries, rep.Modes, rep.Conditions)
 	}
+	// The dataset has intents: every mode under every condition.
 	all := rep.Subset("all")
-	if all == nil || all.Queries != 49 || len(all.Modes) != 3 {
+	if all == nil || all.Queries != 49 || len(all.Modes) != 9 {
 		t.Fatalf("subset all = %+v", all)
 	}
 	if s, m := rep.Subset("single"), rep.Subset("multi"); s == nil || m == nil || s.Queries+m.Queries != 49 {
@@ -68,7 +69,7 @@ func TestLiveMCPBench(t *testing.T) {
 		t.Errorf("%d misses for 49 queries", len(misses))
 	}
 	for _, m := range misses {
-		if len(m.Modes) != 3 {
+		if len(m.Modes) != 9 {
 			t.Errorf("miss %s: modes %v", m.ID, m.Modes)
 		}
 	}

@@ -21,6 +21,9 @@ type Report struct {
 	// NoReformulate: low-confidence queries were not reformulated.
 	NoReformulate bool     `json:"no_reformulate,omitempty"`
 	Modes         []string `json:"modes"`
+	// Conditions are what discoveries were given of each query: "query",
+	// and "intents" / "query+intents" on datasets with intents.
+	Conditions []string `json:"conditions"`
 	// Subsets: "all", and "single" / "multi" (one need / several) when the
 	// dataset has both kinds.
 	Subsets        []Subset     `json:"subsets"`
@@ -28,7 +31,10 @@ type Report struct {
 	TokensNote     string       `json:"tokens_note,omitempty"`
 	SchemasDropped []string     `json:"schemas_dropped,omitempty"`
 	Notes          []string     `json:"notes,omitempty"`
-	Timing         Timing       `json:"timing"`
+	// Abstention is the out-of-catalogue experiment (RunAbstention), one
+	// report per condition, when it was run.
+	Abstention []AbstentionReport `json:"abstention,omitempty"`
+	Timing     Timing             `json:"timing"`
 }
 
 // Subset is the mean metrics of a set of queries, per mode.
@@ -42,6 +48,8 @@ type Subset struct {
 // ModeResult is one mode's mean metrics over a subset.
 type ModeResult struct {
 	Mode string `json:"mode"`
+	// Condition is what the discoveries were given (see Condition).
+	Condition string `json:"condition"`
 	Metrics
 	// MeanLatencyMS is the mean wall time of one discovery as the runner
 	// saw it (with concurrent workers, so an upper bound of the unloaded
@@ -122,21 +130,33 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 	}
 	fmt.Fprintf(&b, "%s; tenant %s; fusion %s; misses judged at top %d.\n\n", r.Backend, r.Tenant, fusion, r.TopK)
 	if len(r.Subsets) > 0 {
-		b.WriteString("| queries | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		conds := len(r.Conditions) > 1
+		if conds {
+			b.WriteString("| queries | given | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
+			b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		} else {
+			b.WriteString("| queries | mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | nDCG@10 | ms/query |\n")
+			b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		}
 		for _, s := range r.Subsets {
 			if !split && s.Name != "all" {
 				continue
 			}
 			for _, m := range s.Modes {
-				fmt.Fprintf(&b, "| %s (%d) | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
-					s.Name, s.Queries, m.Mode, m.Recall1, m.Recall3, m.Recall5, m.Recall10, m.MRR, m.NDCG10, m.MeanLatencyMS)
+				given := ""
+				if conds {
+					given = " " + m.Condition + " |"
+				}
+				fmt.Fprintf(&b, "| %s (%d) |%s %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
+					s.Name, s.Queries, given, m.Mode, m.Recall1, m.Recall3, m.Recall5, m.Recall10, m.MRR, m.NDCG10, m.MeanLatencyMS)
 			}
 		}
 		if single := r.Subset("single"); single != nil && !split {
-			parts := make([]string, len(single.Modes))
-			for i, m := range single.Modes {
-				parts[i] = fmt.Sprintf("%s %.3f", m.Mode, m.Recall5)
+			var parts []string
+			for _, m := range single.Modes {
+				if m.Condition == "" || m.Condition == string(CondQuery) {
+					parts = append(parts, fmt.Sprintf("%s %.3f", m.Mode, m.Recall5))
+				}
 			}
 			fmt.Fprintf(&b, "\nSingle-need queries (%d): recall@5 %s (all subsets: --split).\n", single.Queries, strings.Join(parts, ", "))
 		}
@@ -155,11 +175,24 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 	} else if r.TokensNote != "" {
 		fmt.Fprintf(&b, "Token savings: %s.\n\n", r.TokensNote)
 	}
+	for _, a := range r.Abstention {
+		fmt.Fprintf(&b, "Abstention (given %s): half the servers or tools removed, %d tools kept; %d in-catalogue and %d out-of-catalogue queries. Each threshold is the requests' min_confidence (default %.2f): a query abstains when its answer is empty.\n\n",
+			a.Condition, a.ToolsKept, a.InCatalogue, a.OutOfCatalogue, a.Default)
+		b.WriteString("| min confidence | abstention precision | abstention recall | in-catalogue abstained | in-catalogue recall@5 | tools left for out-of-catalogue (top 5) |\n|---:|---:|---:|---:|---:|---:|\n")
+		for _, row := range a.Rows {
+			mark := ""
+			if row.Threshold == a.Default {
+				mark = " (default)"
+			}
+			fmt.Fprintf(&b, "| %.2f%s | %.3f | %.3f | %d | %.3f | %.2f |\n", row.Threshold, mark, row.Precision, row.Recall, row.FalseAbstentions, row.InRecall5, row.OutTools)
+		}
+		b.WriteString("\n")
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "Note: %s.\n", n)
 	}
 	fmt.Fprintf(&b, "Time: %.1f s (register %.1f s, %d×%d discoveries %.1f s, tokens %.1f s).\n",
-		r.Timing.TotalSeconds, r.Timing.RegisterSeconds, r.Queries, len(r.Modes), r.Timing.QuerySeconds, r.Timing.TokenSeconds)
+		r.Timing.TotalSeconds, r.Timing.RegisterSeconds, r.Queries, len(r.Modes)*max(1, len(r.Conditions)), r.Timing.QuerySeconds, r.Timing.TokenSeconds)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type Options struct {
 	TopK int
 	// Modes to run; nil → every mode the backend can run.
 	Modes []retriever.Mode
+	// Conditions are what each discovery is given of a query; nil → the
+	// query alone, and also the intents alone and the query with its
+	// intents when the dataset has intents.
+	Conditions []Condition
 	// Fusion, Alpha and AlphaSet are passed to every discovery.
 	Fusion   string
 	Alpha    float64
@@ -33,6 +38,10 @@ type Options struct {
 	// NoReformulate turns off the reformulation of low-confidence queries
 	// (on by default in the service), to measure what it does.
 	NoReformulate bool
+	// StrictAlternatives scores a shortlist slot by its tool alone; by
+	// default a need is also met by a near-duplicate the slot names as its
+	// alternative (a model sees its name and can describe it).
+	StrictAlternatives bool
 	// Tenant the cards are registered under; "" → "eval-" + dataset name.
 	Tenant string
 	// Tokenizer counts token savings; nil → no token report.
@@ -42,6 +51,46 @@ type Options struct {
 	// Progress, if set, is called from one goroutine after each discovery
 	// with the number done and the total.
 	Progress func(done, total int)
+}
+
+// Condition is what a discovery is given of a labelled query.
+type Condition string
+
+// The conditions.
+const (
+	// CondQuery: the query text alone.
+	CondQuery Condition = "query"
+	// CondIntents: the query's intents alone (the query where it has none).
+	CondIntents Condition = "intents"
+	// CondQueryIntents: the query and its intents, as one request.
+	CondQueryIntents Condition = "query+intents"
+)
+
+// Conditions lists every condition in a fixed order.
+func Conditions() []Condition { return []Condition{CondQuery, CondIntents, CondQueryIntents} }
+
+// ParseCondition checks a condition name.
+func ParseCondition(s string) (Condition, error) {
+	for _, c := range Conditions() {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("condition %q is not one of query, intents, query+intents", s)
+}
+
+// search is the discovery of query q under condition c.
+func (c Condition) search(q *Query, text string) (string, []string) {
+	if len(q.Intents) == 0 {
+		return text, nil
+	}
+	switch c {
+	case CondIntents:
+		return "", q.Intents
+	case CondQueryIntents:
+		return text, q.Intents
+	}
+	return text, nil
 }
 
 // Run evaluates a dataset on a backend: it registers the tools as cards,
@@ -69,6 +118,16 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	if len(modes) == 0 {
 		return nil, nil, errors.New("no modes to run")
 	}
+	conds := o.Conditions
+	if conds == nil {
+		conds = []Condition{CondQuery}
+		if d.HasIntents() {
+			conds = Conditions()
+		}
+	}
+	if len(conds) == 0 || conds[0] != CondQuery && !slices.Contains(conds, CondQuery) {
+		conds = append([]Condition{CondQuery}, conds...)
+	}
 	tenant := o.Tenant
 	if tenant == "" {
 		tenant = "eval-" + d.Name
@@ -84,6 +143,9 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	}
 	for _, m := range modes {
 		rep.Modes = append(rep.Modes, string(m))
+	}
+	for _, c := range conds {
+		rep.Conditions = append(rep.Conditions, string(c))
 	}
 	if o.Fusion == retriever.FusionRelative {
 		alpha := retriever.DefaultAlpha
@@ -109,9 +171,16 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 		ranked  []string
 		latency time.Duration
 	}
+	// runs are the (condition, mode) pairs, condition-major.
+	var runs []run
+	for _, c := range conds {
+		for _, m := range modes {
+			runs = append(runs, run{c, m})
+		}
+	}
 	results := make([][]result, len(d.Queries))
 	for i := range results {
-		results[i] = make([]result, len(modes))
+		results[i] = make([]result, len(runs))
 	}
 	cut := 0
 	texts := make([]string, len(d.Queries))
@@ -129,7 +198,7 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 		rep.Notes = append(rep.Notes, fmt.Sprintf("input schemas left off their cards (they break the card rules; still counted in token savings): %s", strings.Join(cat.SchemasDropped, "; ")))
 	}
 
-	total := len(d.Queries) * len(modes)
+	total := len(d.Queries) * len(runs)
 	workers := o.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -149,29 +218,27 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				qi, mi := j/len(modes), j%len(modes)
-				s := Search{Tenant: tenant, Query: texts[qi], TopK: depth, Mode: modes[mi],
+				qi, ri := j/len(runs), j%len(runs)
+				text, intents := runs[ri].cond.search(&d.Queries[qi], texts[qi])
+				s := Search{Tenant: tenant, Query: text, Intents: intents, TopK: depth, Mode: runs[ri].mode,
 					Fusion: o.Fusion, Alpha: o.Alpha, AlphaSet: o.AlphaSet, NoReformulate: o.NoReformulate}
 				ts := time.Now()
 				keys, err := b.Discover(runCtx, s)
 				lat := time.Since(ts)
 				if err != nil {
 					errOnce.Do(func() {
-						firstErr = fmt.Errorf("query %s (%s): %w", d.Queries[qi].ID, modes[mi], err)
+						firstErr = fmt.Errorf("query %s (%s, %s): %w", d.Queries[qi].ID, runs[ri].cond, runs[ri].mode, err)
 						cancel()
 					})
 					done <- struct{}{}
 					continue
 				}
 				ranked := make([]string, 0, len(keys))
-				for _, k := range keys {
-					label := cat.Label(k[0], k[1])
-					if label == "" { // not one of ours: never a hit
-						label = k[0] + "/" + k[1] + " (unknown)"
-					}
-					ranked = append(ranked, label)
+				needs := d.Queries[qi].Needs()
+				for _, f := range keys {
+					ranked = append(ranked, slotLabel(cat, f, needs, !o.StrictAlternatives))
 				}
-				results[qi][mi] = result{ranked: ranked, latency: lat}
+				results[qi][ri] = result{ranked: ranked, latency: lat}
 				done <- struct{}{}
 			}
 		}()
@@ -208,12 +275,12 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	for qi := range d.Queries {
 		q := &d.Queries[qi]
 		needs := q.Needs()
-		per[qi] = make([]Metrics, len(modes))
-		byMode := make(map[string]ModeMiss, len(modes))
+		per[qi] = make([]Metrics, len(runs))
+		byMode := make(map[string]ModeMiss, len(runs))
 		missed := false
-		for mi, m := range modes {
-			ranked := results[qi][mi].ranked
-			per[qi][mi] = Score(needs, ranked)
+		for ri, ru := range runs {
+			ranked := results[qi][ri].ranked
+			per[qi][ri] = Score(needs, ranked)
 			top := ranked[:min(topK, len(ranked))]
 			mm := ModeMiss{Returned: append([]string{}, top...), Missed: [][]string{}, Found: NeedRanks(needs, top)}
 			for i, r := range mm.Found {
@@ -222,7 +289,7 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 				}
 			}
 			missed = missed || len(mm.Missed) > 0
-			byMode[string(m)] = mm
+			byMode[ru.key()] = mm
 		}
 		if missed {
 			misses = append(misses, Miss{ID: q.ID, Query: q.Query, Expected: needs, Modes: byMode})
@@ -249,14 +316,14 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 			continue
 		}
 		sub := Subset{Name: s.name, Description: s.desc, Queries: len(idx)}
-		for mi, m := range modes {
+		for ri, ru := range runs {
 			ms := make([]Metrics, len(idx))
 			var lat time.Duration
 			for i, qi := range idx {
-				ms[i] = per[qi][mi]
-				lat += results[qi][mi].latency
+				ms[i] = per[qi][ri]
+				lat += results[qi][ri].latency
 			}
-			sub.Modes = append(sub.Modes, ModeResult{Mode: string(m), Metrics: Mean(ms),
+			sub.Modes = append(sub.Modes, ModeResult{Mode: string(ru.mode), Condition: string(ru.cond), Metrics: Mean(ms),
 				MeanLatencyMS: lat.Seconds() * 1000 / float64(len(idx))})
 		}
 		rep.Subsets = append(rep.Subsets, sub)
@@ -274,6 +341,7 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 		if err != nil {
 			return nil, nil, err
 		}
+		// The query condition's hybrid run (or its last mode).
 		mi := len(modes) - 1
 		for i, m := range modes {
 			if m == retriever.ModeHybrid {
@@ -290,6 +358,43 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	rep.Timing.TokenSeconds = time.Since(t0).Seconds()
 	rep.Timing.TotalSeconds = time.Since(start).Seconds()
 	return rep, misses, nil
+}
+
+// slotLabel is the label a shortlist slot is scored as: its tool's, or,
+// when alternatives count, the first of the tool and its named
+// alternatives that meets one of the needs.
+func slotLabel(cat *Catalog, f Found, needs [][]string, alternatives bool) string {
+	label := func(k [2]string) string {
+		if l := cat.Label(k[0], k[1]); l != "" {
+			return l
+		}
+		return k[0] + "/" + k[1] + " (unknown)" // not one of ours: never a hit
+	}
+	primary := label(f.Key)
+	if !alternatives || inAny(needs, primary) {
+		return primary
+	}
+	for _, a := range f.Alternatives {
+		if l := label(a); inAny(needs, l) {
+			return l
+		}
+	}
+	return primary
+}
+
+// run is one (condition, mode) pair of an evaluation.
+type run struct {
+	cond Condition
+	mode retriever.Mode
+}
+
+// key names a (condition, mode) run in the misses file: the mode for the
+// query condition, "condition/mode" otherwise.
+func (r run) key() string {
+	if r.cond == CondQuery {
+		return string(r.mode)
+	}
+	return string(r.cond) + "/" + string(r.mode)
 }
 
 func hasMode(ms []retriever.Mode, m retriever.Mode) bool {

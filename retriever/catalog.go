@@ -21,9 +21,13 @@ type entry struct {
 	id     string
 	card   cards.Card
 	tokens int
-	// learned are phrasings learned from use (see Learn); they outlive
-	// updates of the card and go when it is removed.
+	// learned are phrasings learned from use (see Learn), as the store
+	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
+
+	// dup and words are what near-duplicate detection compares (diverse.go).
+	dup   string
+	words map[string]bool
 
 	schemaOnce sync.Once
 	schema     *cards.Schema
@@ -55,11 +59,22 @@ type Retriever struct {
 	byID     map[string]*entry
 	byTenant map[string]map[string]*entry            // tenant → id → entry
 	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
-	seq      uint64
+	// servers are the store's server entries (tenant → name → entry),
+	// whatever the status of their cards; they grant nothing.
+	servers map[string]map[string]cards.ServerInfo
+	seq     uint64
+	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
+	queryContext           float64
+	decompose              bool
+	serverBoost            float64
+	collapse               bool
+	srv                    *serverIndex
+	confidence             ConfidenceModel
+	minConfidence          float64
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -75,11 +90,18 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byID:     map[string]*entry{},
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
+		changed:  make(chan struct{}),
+		servers:  map[string]map[string]cards.ServerInfo{},
 
-		lexWeights:  DefaultLexicalWeights(),
-		serverPrior: DefaultServerPrior,
-		minCoverage: DefaultMinCoverage,
-		minCosine:   DefaultMinCosine,
+		lexWeights:    DefaultLexicalWeights(),
+		serverPrior:   DefaultServerPrior,
+		serverBoost:   DefaultServerBoost,
+		queryContext:  DefaultQueryContext,
+		collapse:      DefaultCollapse,
+		minCoverage:   DefaultMinCoverage,
+		minCosine:     DefaultMinCosine,
+		confidence:    DefaultConfidenceModel,
+		minConfidence: DefaultMinConfidence,
 	}
 	for _, o := range opts {
 		o(r)
@@ -89,6 +111,10 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		return nil, err
 	}
 	r.lex = lex
+	if r.srv, err = newServerIndex(); err != nil {
+		lex.Close()
+		return nil, err
+	}
 	start := time.Now()
 	if err := r.Sync(ctx); err != nil {
 		lex.Close()
@@ -99,13 +125,22 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 }
 
 // Close releases the indexes.
-func (r *Retriever) Close() error { return r.lex.Close() }
+func (r *Retriever) Close() error { return errors.Join(r.lex.Close(), r.srv.close()) }
 
 // Len is the number of active cards held, across tenants.
 func (r *Retriever) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.byID)
+}
+
+// Changed returns a channel that is closed when the view next changes (a
+// Sync that applied changes). Take it before reading the view, and no change
+// after the read goes unnoticed.
+func (r *Retriever) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
 }
 
 // Seq is the store change sequence the view reflects.
@@ -118,8 +153,9 @@ func (r *Retriever) Seq() uint64 {
 const syncPage = 1000
 
 // Sync applies every store change after the last one seen: active cards are
-// (re)indexed with embeddings reused when their text and model are unchanged,
-// everything else is dropped from the view.
+// (re)indexed with their learned phrasings and with embeddings reused when
+// their text and model are unchanged, everything else is dropped from the
+// view; server entries are kept in the view's server map.
 func (r *Retriever) Sync(ctx context.Context) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
@@ -141,15 +177,24 @@ func (r *Retriever) Sync(ctx context.Context) error {
 func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	var upserts []*entry
 	var removals []string
-	r.mu.RLock()
-	prior := make(map[string][]string)
+	servers := map[cards.Key]*cards.ServerInfo{} // nil: removed
 	for _, ch := range changes {
-		if e := r.byID[DocID(ch.Key)]; e != nil && len(e.learned) > 0 {
-			prior[e.id] = e.learned
+		if ch.Key.IsServer() {
+			if ch.Deleted {
+				servers[ch.Key] = nil
+				continue
+			}
+			si, err := r.store.GetServer(ctx, ch.Key.Tenant, ch.Key.Server)
+			switch {
+			case err == nil:
+				servers[ch.Key] = &si
+			case isNotFound(err):
+				servers[ch.Key] = nil
+			default:
+				return fmt.Errorf("read server %s/%s: %w", ch.Key.Tenant, ch.Key.Server, err)
+			}
+			continue
 		}
-	}
-	r.mu.RUnlock()
-	for _, ch := range changes {
 		id := DocID(ch.Key)
 		if ch.Deleted {
 			removals = append(removals, id)
@@ -158,7 +203,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		c, err := r.store.Get(ctx, ch.Key)
 		switch {
 		case err == nil && c.Status == cards.StatusActive:
-			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c), learned: prior[id]})
+			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})
 		case err == nil || isNotFound(err):
 			removals = append(removals, id)
 		default:
@@ -167,6 +212,19 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	}
 	for _, e := range upserts {
 		e.inputSchema() // compiled once, here, never during a request
+	}
+	if len(upserts) > 0 {
+		keys := make([]cards.Key, len(upserts))
+		for i, e := range upserts {
+			keys[i] = e.card.Key()
+		}
+		learned, err := r.store.Learned(ctx, keys)
+		if err != nil {
+			return fmt.Errorf("read learned phrasings: %w", err)
+		}
+		for i, e := range upserts {
+			e.learned = learned[keys[i]]
+		}
 	}
 	vecs, err := r.embeddings(ctx, upserts)
 	if err != nil {
@@ -200,13 +258,45 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		r.drop(e.id)
 		r.add(e)
 	}
+	if err := r.setServers(servers); err != nil {
+		return err
+	}
 	r.seq = changes[len(changes)-1].Seq
+	close(r.changed)
+	r.changed = make(chan struct{})
 	return nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, cards.ErrNotFound) }
 
+// setServers records server entries in the view and its server index (nil
+// removes one). Call with r.mu held for writing.
+func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	var ups []cards.ServerInfo
+	var removed []cards.Key
+	for k, si := range servers {
+		if si == nil {
+			removed = append(removed, k)
+			delete(r.servers[k.Tenant], k.Server)
+			if len(r.servers[k.Tenant]) == 0 {
+				delete(r.servers, k.Tenant)
+			}
+			continue
+		}
+		if r.servers[k.Tenant] == nil {
+			r.servers[k.Tenant] = map[string]cards.ServerInfo{}
+		}
+		r.servers[k.Tenant][k.Server] = *si
+		ups = append(ups, *si)
+	}
+	return r.srv.update(ups, removed)
+}
+
 func (r *Retriever) add(e *entry) {
+	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	r.byID[e.id] = e
 	if r.byTenant[t] == nil {
@@ -310,13 +400,17 @@ func EmbeddingText(c *cards.Card) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
 }
 
-// embeddingText is EmbeddingText plus the learned phrasings.
-func (e *entry) embeddingText() string {
-	if len(e.learned) == 0 {
-		return EmbeddingText(&e.card)
+// LearnedEmbeddingText is the text of a card's vector once it has learned
+// phrasings: EmbeddingText followed by them.
+func LearnedEmbeddingText(c *cards.Card, learned []string) string {
+	if len(learned) == 0 {
+		return EmbeddingText(c)
 	}
-	return EmbeddingText(&e.card) + ". " + strings.Join(e.learned, ". ")
+	return EmbeddingText(c) + ". " + strings.Join(learned, ". ")
 }
+
+// embeddingText is EmbeddingText plus the learned phrasings.
+func (e *entry) embeddingText() string { return LearnedEmbeddingText(&e.card, e.learned) }
 
 func lexicalDoc(e *entry) LexicalDoc {
 	c := &e.card

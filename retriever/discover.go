@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -26,10 +28,6 @@ const (
 	// (docs/EVAL.md), because RRF gives a weak leg's rank the same weight
 	// as a strong one's.
 	DefaultFusion = FusionRelative
-	// DefaultServerPrior is the weight of the server prior (ServerPrior),
-	// off: it lifted livemcpbench's multi-step tasks but pushed unrelated
-	// siblings of a strong match into shortlists (docs/EVAL.md).
-	DefaultServerPrior = 0.0
 	// LegDepth is how many hits each leg contributes to fusion, whatever
 	// top_k is: fused ranks depend on the depth, so a fixed depth makes every
 	// shortlist a prefix of one ranking (top_k 3 is the head of top_k 50).
@@ -38,16 +36,30 @@ const (
 
 // Request is one DiscoverTools call.
 type Request struct {
-	Caller     Caller
-	Query      string
-	TopK       int     // 0 → DefaultTopK
-	Fusion     string  // "" → DefaultFusion; "relative" → relative score with Alpha; "rrf" → RRF (k = 60)
-	Alpha      float64 // semantic weight for relative fusion, 0..1
-	AlphaSet   bool    // Alpha was given (otherwise DefaultAlpha)
+	Caller Caller
+	// Query is the request as one text. It may be empty when Intents are
+	// given; when both are given, the query is one more ranked list.
+	Query string
+	// Intents are the parts of a multi-step request, as the orchestrator's
+	// model states them (at most MaxIntents, each at most MaxQueryLen
+	// characters). Each is ranked inside the same candidate set and the
+	// lists are merged fairly (MergeFair).
+	Intents []string
+	TopK    int     // 0 → DefaultTopK
+	Fusion  string  // "" → DefaultFusion; "relative" → relative score with Alpha; "rrf" → RRF (k = 60)
+	Alpha   float64 // semantic weight for relative fusion, 0..1
+	// AlphaSet says Alpha was given (otherwise DefaultAlpha).
+	AlphaSet   bool
 	AlwaysLoad []cards.Key
 	Mode       Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
 	// NoReformulate keeps a low-confidence query as it is (evaluation).
 	NoReformulate bool
+	// MinConfidence (0..1) is the confidence the best tool of a ranked
+	// list (the query's, or an intent's) must reach for that list to be
+	// answered; a list under it contributes nothing, and when no list
+	// clears it the answer holds no ranked tool (Result.Abstained). nil
+	// means the retriever's default (WithMinConfidence).
+	MinConfidence *float64
 }
 
 // Scored is one tool of a shortlist.
@@ -57,6 +69,16 @@ type Scored struct {
 	Pinned bool
 	Reason string
 	Tokens int
+	// ForQuery: the query's ranked list reached this tool (always true for
+	// a ranked tool of a request without intents).
+	ForQuery bool
+	// Alternatives are near-duplicates of this tool on other servers that
+	// its ranked lists placed below it (names only; each is in the caller's
+	// candidate set), in rank order.
+	Alternatives []cards.Key
+	// Intents are the indices (into Request.Intents) of the intents whose
+	// ranked lists reached this tool, ascending.
+	Intents []int
 }
 
 // Result is a shortlist with its accounting. Every number in it is computed
@@ -68,11 +90,39 @@ type Result struct {
 	CatalogTokens   int64
 	// Degraded: part of the pipeline (the semantic leg) was unavailable.
 	Degraded bool
-	// LowConfidence: the best match was weak (see Confidence); the query
-	// was reformulated once (Reformulated, when that changed it).
+	// LowConfidence: the best match of the query, or of an intent, was
+	// weak (see Confidence); that text was reformulated once (Reformulated,
+	// ReformulatedIntents, when the reformulation was used).
 	LowConfidence bool
 	Reformulated  string
+	// ReformulatedIntents is nil, or holds for each intent the reformulated
+	// text that was ranked instead of it ("" where the intent was kept).
+	ReformulatedIntents []string
+	// Abstained: candidates were ranked but no list's best tool reached
+	// the minimum confidence (a list that ranked nothing reached none), so
+	// no ranked tool is returned (pins still
+	// are). AbstainedIntents says which intents' lists did not reach it.
+	Abstained        bool
+	AbstainedIntents []int
+	// MinConfidence is the threshold that was applied.
+	MinConfidence float64
+	// Timings is where the request's time went, leg by leg (summed over
+	// its ranked lists), for metrics.
+	Timings Timings
 }
+
+// Timings are the durations of a discovery's legs.
+type Timings struct {
+	Embed     time.Duration // the query texts' embeddings
+	Authorize time.Duration // the candidate set
+	Lexical   time.Duration // BM25F inside the candidate set
+	Semantic  time.Duration // the vector search inside the candidate set
+	Fuse      time.Duration // fusion, confidence, server lift, collapsing, the merge
+	Hydrate   time.Duration // pins, copies of the winners, token accounting
+}
+
+// MaxIntents is the most intents one request may carry.
+const MaxIntents = 8
 
 // validateCaller checks the caller part of every request.
 func validateCaller(c Caller) error {
@@ -98,14 +148,39 @@ func validateQuery(field, q string, required bool) error {
 	return nil
 }
 
+// validateIntents checks the intents of a request: at most MaxIntents, each
+// non-blank and at most MaxQueryLen characters.
+func validateIntents(intents []string) error {
+	if len(intents) > MaxIntents {
+		return cards.Invalid("intents", "has %d entries; the limit is %d", len(intents), MaxIntents)
+	}
+	for i, in := range intents {
+		if err := validateQuery(fmt.Sprintf("intents[%d]", i), in, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Discover runs the pipeline: validate, authorize, lexical and semantic
-// search inside the candidate set, fuse, pin, hydrate, count tokens.
+// search inside the candidate set for the query and every intent, fuse,
+// merge, pin, hydrate, count tokens.
 func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	// 1. Validate.
 	if err := validateCaller(req.Caller); err != nil {
 		return Result{}, err
 	}
-	if err := validateQuery("query", req.Query, true); err != nil {
+	if err := validateIntents(req.Intents); err != nil {
+		return Result{}, err
+	}
+	if len(req.Intents) == 0 {
+		if err := validateQuery("query", req.Query, true); err != nil {
+			if strings.TrimSpace(req.Query) == "" {
+				return Result{}, cards.Invalid("query", "is required unless intents are given")
+			}
+			return Result{}, err
+		}
+	} else if err := validateQuery("query", req.Query, false); err != nil {
 		return Result{}, err
 	}
 	topK := req.TopK
@@ -133,130 +208,264 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
 		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
 	}
+	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
+		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
+	}
 	return r.run(ctx, req, topK, alpha)
 }
 
-// run is the pipeline after validation: rank, and when the answer is
-// low-confidence, reformulate the query once and rank again.
+// textList is one ranked list of a request: the query's, an intent's, or a
+// part of the query (Decompose).
+type textList struct {
+	// intent is the index in Request.Intents, or -1 for the query and its
+	// parts.
+	intent int
+	// context says the list is ranked with the query as its context.
+	context bool
+	text    string
+	vec     []float32 // nil: not embedded (the embedder failed)
+	// alt is the reformulation of text, ranked instead when text ranks
+	// low-confidence and alt does not ("" → none).
+	alt    string
+	altVec []float32
+}
+
+// lists returns the request's texts to rank: the query (when given) first,
+// then the intents in order, or, for a query alone that decomposes into
+// parts (when the retriever decomposes), the parts.
+func (r *Retriever) lists(req *Request) []textList {
+	var out []textList
+	query := strings.TrimSpace(req.Query) != ""
+	if query {
+		out = append(out, textList{intent: -1, text: req.Query})
+	}
+	for i, in := range req.Intents {
+		out = append(out, textList{intent: i, text: in, context: query})
+	}
+	if query && len(req.Intents) == 0 && r.decompose && !req.Mode.single() {
+		for _, p := range Decompose(req.Query) {
+			out = append(out, textList{intent: -1, text: p, context: true})
+		}
+	}
+	return out
+}
+
+// run is the pipeline after validation: rank every list, and when a list is
+// low-confidence, reformulate its text once and rank again.
 func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
-	res, err := r.rank(ctx, req, req.Query, topK, alpha)
-	if err != nil || !res.LowConfidence || req.NoReformulate {
-		return res, err
+	lists := r.lists(&req)
+	texts := make([]string, len(lists), len(lists)+1)
+	for i, l := range lists {
+		texts[i] = l.text
 	}
-	q2 := Reformulate(req.Query)
-	if q2 == req.Query {
-		return res, nil
+	if strings.TrimSpace(req.Query) != "" {
+		texts = append(texts, req.Query) // the context of the other lists
 	}
-	res2, err := r.rank(ctx, req, q2, topK, alpha)
+	t0 := time.Now()
+	vecs, err := r.embedQueries(ctx, texts)
 	if err != nil {
 		return Result{}, err
 	}
-	if res2.LowConfidence {
-		// The reformulation found nothing better: keep the ranking of
-		// what the caller asked (measured: answering with a still-weak
-		// reformulation lowers recall).
+	embedTime := time.Since(t0)
+	for i := range lists {
+		lists[i].vec = vecs[i]
+	}
+	var qctx *textList
+	if len(texts) > len(lists) {
+		qctx = &textList{intent: -1, text: req.Query, vec: vecs[len(lists)]}
+	}
+	res, low, err := r.answer(ctx, req, lists, qctx, topK, alpha)
+	res.Timings.Embed = embedTime
+	if err != nil || req.NoReformulate {
+		return res, err
+	}
+	var retry []int
+	for i, l := range lists {
+		if low[i] {
+			if alt := Reformulate(l.text); alt != l.text {
+				lists[i].alt = alt
+				retry = append(retry, i)
+			}
+		}
+	}
+	if len(retry) == 0 {
 		return res, nil
 	}
-	res2.LowConfidence, res2.Reformulated = true, q2
-	return res2, nil
+	alts := make([]string, len(retry))
+	for j, i := range retry {
+		alts[j] = lists[i].alt
+	}
+	t0 = time.Now()
+	altVecs, err := r.embedQueries(ctx, alts)
+	if err != nil {
+		return Result{}, err
+	}
+	embedTime += time.Since(t0)
+	for j, i := range retry {
+		lists[i].altVec = altVecs[j]
+	}
+	res, _, err = r.answer(ctx, req, lists, qctx, topK, alpha)
+	res.Timings.Embed = embedTime
+	return res, err
 }
 
-// rank runs steps 2–8 for one query text. The query is embedded before the
-// view is locked, so a slow embedding server never holds up writers.
-func (r *Retriever) rank(ctx context.Context, req Request, query string, topK int, alpha float64) (Result, error) {
-	var qvec []float32
-	qvecs, embedErr := r.emb.Embed(ctx, []string{query})
+// embedQueries embeds request texts before the view is locked, so a slow
+// embedding server never holds up writers. When the embedder fails, the
+// vectors are nil and the lexical leg still answers, flagged degraded.
+func (r *Retriever) embedQueries(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	vecs, err := r.emb.Embed(ctx, texts)
 	switch {
-	case embedErr == nil:
-		qvec = qvecs[0]
+	case err == nil && len(vecs) == len(texts):
+		copy(out, vecs)
 	case ctx.Err() != nil:
-		return Result{}, ctx.Err()
+		return nil, ctx.Err()
 	default:
-		// The embedder (an embedding server) failed: the lexical leg
-		// still answers, flagged degraded.
-		r.log.Warn("query embedding failed; answering from the lexical index", "err", embedErr)
+		r.log.Warn("query embedding failed; answering from the lexical index", "err", err)
 	}
+	return out, nil
+}
 
+// answer runs steps 2–8 for the request's lists under one read lock, so the
+// candidate set, the rankings and the hydrated cards come from one view of
+// the catalogue. It also reports which lists ranked low-confidence.
+func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, qctx *textList, topK int, alpha float64) (Result, []bool, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 
 	// 2. Authorize first: the candidate set.
+	t0 := time.Now()
 	filter, candidates, catalogTokens := r.candidates(req.Caller)
 	res := Result{CandidateCount: len(candidates), CatalogTokens: catalogTokens}
+	res.Timings.Authorize = time.Since(t0)
+	low := make([]bool, len(lists))
 	if len(candidates) == 0 {
 		res.LowConfidence = true
-		return res, nil
+		for i := range low {
+			low[i] = true
+		}
+		return res, low, nil
 	}
 
-	// 3–5. Both legs inside the candidate set, then fusion.
-	lex, err := r.lex.Search(query, filter, LegDepth)
-	if err != nil {
-		return Result{}, fmt.Errorf("lexical search: %w", err)
+	// 3–5. Both legs inside the candidate set, then fusion, per list;
+	// every ranked tool gets its confidence, and a list whose best tool is
+	// under the minimum confidence is not answered.
+	minConf := r.minConfidence
+	if req.MinConfidence != nil {
+		minConf = *req.MinConfidence
 	}
-	var sem []Hit
-	if qvec == nil {
-		res.Degraded = true
-	} else {
-		sem, err = r.vec.Search(ctx, qvec, filter, LegDepth)
+	res.MinConfidence = minConf
+	ranked := make([][]Fused, len(lists))
+	alts := map[string][]string{} // ID → its near-duplicates' IDs
+	for i, l := range lists {
+		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
+		if l.context && qctx != nil && r.queryContext > 0 {
+			// An intent is ranked with the query as its context: the
+			// query's words at a lower weight, its vector blended in.
+			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
+			vec = blend(l.vec, qctx.vec, r.queryContext)
+		}
+		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha, &res.Timings)
+		if err != nil {
+			return Result{}, nil, err
+		}
+		res.Degraded = res.Degraded || degraded
+		low[i] = r.lowConfidence(fused)
+		if low[i] && l.alt != "" {
+			alt, altDegraded, err := r.rankText(ctx, req, filter, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings)
+			if err != nil {
+				return Result{}, nil, err
+			}
+			// The reformulation is used only when it is no longer
+			// low-confidence (measured: answering with a still-weak
+			// reformulation lowers recall).
+			if !r.lowConfidence(alt) {
+				fused, res.Degraded = alt, res.Degraded || altDegraded
+				switch {
+				case i == 0 && l.intent < 0:
+					res.Reformulated = l.alt
+				case l.intent >= 0:
+					if res.ReformulatedIntents == nil {
+						res.ReformulatedIntents = make([]string, len(req.Intents))
+					}
+					res.ReformulatedIntents[l.intent] = l.alt
+				}
+			}
+		}
+		res.LowConfidence = res.LowConfidence || low[i]
+		// Confidence is a tool's own evidence, set before the server lift
+		// re-ranks the list (the lift never changes the list's best).
+		t1 := time.Now()
+		fused = r.confident(fused)
+		if !req.Mode.single() {
+			fused = liftServers(fused, r.serverLift(filter, candidates, parts, fused), candidates)
+		}
+		if r.collapse {
+			fused = collapseList(fused, candidates, alts)
+		}
+		ranked[i] = fused
+		res.Timings.Fuse += time.Since(t1)
+		// A list that ranked nothing reached no minimum either.
+		if len(fused) == 0 || fused[0].Confidence < minConf {
+			ranked[i] = nil
+			if l.intent >= 0 {
+				res.AbstainedIntents = append(res.AbstainedIntents, l.intent)
+			}
+		}
 	}
-	switch {
-	case errors.Is(err, cards.ErrUnavailable):
-		// The semantic leg's backend is down: answer from the lexical
-		// leg alone and say so.
-		r.log.Warn("semantic leg unavailable; answering from the lexical index", "err", err)
-		sem, res.Degraded = nil, true
-	case err != nil:
-		return Result{}, fmt.Errorf("vector search: %w", err)
-	}
-	// Vectors with no positive similarity are no evidence of a match.
-	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
-	lex, sem, single := req.Mode.singleLeg(lex, sem)
-	var fused []Fused
-	if cmp.Or(req.Fusion, DefaultFusion) == FusionRelative && !single {
-		fused = FuseRelative(lex, sem, alpha)
-	} else {
-		fused = FuseRRF(lex, sem, DefaultRRFK)
-	}
-	res.LowConfidence = r.lowConfidence(fused)
-	if r.serverPrior > 0 && !single {
-		fused = ServerPrior(fused, func(id string) string { k, _ := ParseDocID(id); return k.Server }, r.serverPrior)
-	}
+	t1 := time.Now()
+	merged := MergeFair(ranked, topK)
+	res.Abstained = len(merged) == 0
+	res.Timings.Fuse += time.Since(t1)
+	t1 = time.Now()
 
-	// 6. Pins first, authorized like everything else; then the ranked list.
-	taken := map[string]bool{}
+	// 6. Pins first, authorized like everything else; then the merged list.
+	taken := map[string]int{}
 	for _, k := range req.AlwaysLoad {
 		k.Tenant = req.Caller.Tenant
 		id := DocID(k)
 		e := candidates[id]
-		if e == nil || taken[id] {
+		if _, dup := taken[id]; e == nil || dup {
 			continue
 		}
-		taken[id] = true
+		taken[id] = len(res.Tools)
 		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
-	n := 0
-	for _, f := range fused {
-		if n == topK {
-			break
-		}
-		e := candidates[f.ID]
+	placed := make(map[string]bool, len(merged))
+	for _, m := range merged {
+		placed[m.ID] = true
+	}
+	for _, m := range merged {
+		e := candidates[m.ID]
 		if e == nil { // never happens: both legs search inside the set
 			continue
 		}
-		n++
-		if taken[f.ID] {
-			// Pinned and also ranked: keep the pin, record its scores.
-			for i := range res.Tools {
-				if res.Tools[i].Card.Key() == e.card.Key() {
-					res.Tools[i].Scores = f
-					res.Tools[i].Reason = "pinned (always_load); " + reason(f)
-				}
+		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
+		for _, id := range alts[m.ID] {
+			if _, shown := taken[id]; shown || placed[id] {
+				continue
 			}
+			if a := candidates[id]; a != nil {
+				s.Alternatives = append(s.Alternatives, a.card.Key())
+			}
+		}
+		for _, li := range m.Lists {
+			if in := lists[li].intent; in >= 0 {
+				s.Intents = append(s.Intents, in)
+			} else {
+				s.ForQuery = true
+			}
+		}
+		if i, pinned := taken[m.ID]; pinned {
+			// Pinned and also ranked: keep the pin, record its scores.
+			p := &res.Tools[i]
+			p.Scores, p.Reason = s.Scores, "pinned (always_load); "+s.Reason
+			p.ForQuery, p.Intents = s.ForQuery, s.Intents
 			continue
 		}
-		taken[f.ID] = true
-		res.Tools = append(res.Tools, Scored{Card: e.card, Scores: f, Reason: reason(f), Tokens: e.tokens})
+		taken[m.ID] = len(res.Tools)
+		res.Tools = append(res.Tools, s)
 	}
 
 	// 8. Hydrate: copies, so callers cannot reach into the view.
@@ -264,7 +473,75 @@ func (r *Retriever) rank(ctx context.Context, req Request, query string, topK in
 		res.Tools[i].Card = res.Tools[i].Card.Clone()
 		res.ShortlistTokens += int64(res.Tools[i].Tokens)
 	}
-	return res, nil
+	res.Timings.Hydrate = time.Since(t1)
+	return res, low, nil
+}
+
+// blend returns the unit vector of a + w·b, or nil when either is nil.
+func blend(a, b []float32, w float64) []float32 {
+	if a == nil || b == nil || len(a) != len(b) {
+		return nil
+	}
+	out := make([]float32, len(a))
+	var norm float64
+	for i := range a {
+		v := float64(a[i]) + w*float64(b[i])
+		out[i] = float32(v)
+		norm += v * v
+	}
+	if norm == 0 {
+		return out
+	}
+	inv := 1 / math.Sqrt(norm)
+	for i := range out {
+		out[i] = float32(float64(out[i]) * inv)
+	}
+	return out
+}
+
+// confident sets every tool's confidence (in place: fused is the
+// pipeline's own) and returns the list.
+func (r *Retriever) confident(fused []Fused) []Fused {
+	for i := range fused {
+		fused[i].Confidence = r.confidence.Confidence(fused[i], i+1)
+	}
+	return fused
+}
+
+// rankText ranks one text inside the candidate set: the lexical and the
+// semantic leg, fused. Call with r.mu held.
+func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, text []WeightedText, qvec []float32, alpha float64, tm *Timings) ([]Fused, bool, error) {
+	t0 := time.Now()
+	lex, err := r.lex.SearchWeighted(text, filter, LegDepth)
+	if err != nil {
+		return nil, false, fmt.Errorf("lexical search: %w", err)
+	}
+	t1 := time.Now()
+	tm.Lexical += t1.Sub(t0)
+	var sem []Hit
+	degraded := qvec == nil
+	if !degraded {
+		sem, err = r.vec.Search(ctx, qvec, filter, LegDepth)
+	}
+	t2 := time.Now()
+	tm.Semantic += t2.Sub(t1)
+	defer func() { tm.Fuse += time.Since(t2) }()
+	switch {
+	case errors.Is(err, cards.ErrUnavailable):
+		// The semantic leg's backend is down: answer from the lexical
+		// leg alone and say so.
+		r.log.Warn("semantic leg unavailable; answering from the lexical index", "err", err)
+		sem, degraded = nil, true
+	case err != nil:
+		return nil, false, fmt.Errorf("vector search: %w", err)
+	}
+	// Vectors with no positive similarity are no evidence of a match.
+	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
+	lex, sem, single := req.Mode.singleLeg(lex, sem)
+	if cmp.Or(req.Fusion, DefaultFusion) == FusionRelative && !single {
+		return FuseRelative(lex, sem, alpha), degraded, nil
+	}
+	return FuseRRF(lex, sem, DefaultRRFK), degraded, nil
 }
 
 // candidates is the authorization gate: the caller's tenant's active cards

@@ -19,6 +19,12 @@ type Fused struct {
 	Fields []string
 	// Coverage is the lexical hit's query-term coverage (0 if absent).
 	Coverage float64
+	// Evidence is the lexical hit's IDF-weighted coverage (0 if absent).
+	Evidence float64
+	// Confidence is the calibrated probability that the card fits the
+	// ranked text (ConfidenceModel), set by the pipeline after fusion; the
+	// fusion functions leave it 0.
+	Confidence float64
 }
 
 // DefaultRRFK is the k of reciprocal rank fusion used unless configured
@@ -105,6 +111,7 @@ func joinLegs(lexical, semantic []Hit) []Fused {
 			LexicalRank: i + 1,
 			Fields:      slices.Clone(h.Fields),
 			Coverage:    h.Coverage,
+			Evidence:    h.Evidence,
 		})
 	}
 	for i, h := range semantic {
@@ -151,27 +158,4 @@ func sortFused(out []Fused) {
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-}
-
-// ServerPrior adds gamma × the best score among the fused cards of the same
-// server to every card's score, and re-sorts (score descending, then ID):
-// tools of a server with a strong match are likely needed together. Inputs
-// are not modified. server maps an ID to its server.
-func ServerPrior(fused []Fused, server func(id string) string, gamma float64) []Fused {
-	out := slices.Clone(fused)
-	if gamma == 0 || len(out) == 0 {
-		return out
-	}
-	best := map[string]float64{}
-	for _, f := range fused {
-		s := server(f.ID)
-		if v, ok := best[s]; !ok || f.Score > v {
-			best[s] = f.Score
-		}
-	}
-	for i := range out {
-		out[i].Score += gamma * best[server(out[i].ID)]
-	}
-	sortFused(out)
-	return out
 }

@@ -309,37 +309,3 @@ func TestFuseDeterministic(t *testing.T) {
 		}
 	}
 }
-
-func TestServerPrior(t *testing.T) {
-	in := []Fused{
-		{ID: "t\x1fmaps\x1fgeocode", Score: 0.9},
-		{ID: "t\x1fweb\x1fsearch", Score: 0.6},
-		{ID: "t\x1fweb\x1ffetch", Score: 0.5},
-		{ID: "t\x1fmaps\x1froute", Score: 0.45},
-	}
-	orig := slices.Clone(in)
-	server := func(id string) string { k, _ := ParseDocID(id); return k.Server }
-	got := ServerPrior(in, server, 0.5)
-	var order []string
-	for _, f := range got {
-		order = append(order, f.ID)
-	}
-	// maps/route (0.45 + 0.45) overtakes web/search (0.6 + 0.3).
-	want := []string{"t\x1fmaps\x1fgeocode", "t\x1fmaps\x1froute", "t\x1fweb\x1fsearch", "t\x1fweb\x1ffetch"}
-	if !slices.Equal(order, want) {
-		t.Errorf("order %q, want %q", order, want)
-	}
-	if !reflect.DeepEqual(in, orig) {
-		t.Error("ServerPrior modified its input")
-	}
-	// One server for everything: the order is unchanged.
-	same := ServerPrior(in, func(string) string { return "_" }, 0.5)
-	for i := range same {
-		if same[i].ID != in[i].ID {
-			t.Fatalf("a catalogue with one server was re-ordered: %v", same)
-		}
-	}
-	if zero := ServerPrior(in, server, 0); !reflect.DeepEqual(zero, in) {
-		t.Error("gamma 0 changed the list")
-	}
-}

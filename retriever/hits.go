@@ -20,6 +20,10 @@ type Hit struct {
 	// Coverage is the fraction of the query's distinct analysed terms the
 	// card matched (lexical leg only).
 	Coverage float64
+	// Evidence is Coverage with every term weighted by its inverse document
+	// frequency in the candidate set (lexical leg only): matching the rare,
+	// specific words of a query counts more than matching its common ones.
+	Evidence float64
 }
 
 // Filter restricts a search to a candidate set: the tenant's indexed cards,

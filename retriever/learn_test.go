@@ -109,3 +109,60 @@ func TestLearnBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedLiveInTheStore: phrasings learned through one view are in the
+// store, so a second view over the same store (another replica) ranks the
+// same after its next sync, and a view built after a restart starts with
+// them; a card's deletion takes them.
+func TestLearnedLiveInTheStore(t *testing.T) {
+	st := newStore(t,
+		card("ship", "track_parcel", "Carrier status of a consignment by tracking number."),
+		card("ship", "print_label", "Print a shipping label for a consignment."),
+		card("crm", "get_contact", "Read one contact record."),
+	)
+	a, b := newRetriever(t, st, nil), newRetriever(t, st, nil)
+	ctx := context.Background()
+	k := cards.Key{Tenant: acme, Server: "ship", Name: "track_parcel"}
+	const q = "where the heck is my stuff"
+	seq0 := a.Seq()
+	if changed, err := a.Learn(ctx, k, "where is my stuff"); err != nil || !changed {
+		t.Fatalf("Learn = %v, %v", changed, err)
+	}
+	if a.Seq() == seq0 {
+		t.Errorf("Learn did not move the view's sequence")
+	}
+	if got, err := st.Learned(ctx, []cards.Key{k}); err != nil || !slices.Equal(got[k], []string{"where is my stuff"}) {
+		t.Fatalf("store learned = %q, %v", got, err)
+	}
+	if got := b.Learned()[k]; len(got) != 0 {
+		t.Fatalf("b learned %q before syncing", got)
+	}
+	syncView(t, b)
+	if got := b.Learned()[k]; !slices.Equal(got, []string{"where is my stuff"}) {
+		t.Errorf("b after sync learned %q", got)
+	}
+	ta, tb := topNames(t, a, q, 3), topNames(t, b, q, 3)
+	if !slices.Equal(ta, tb) || len(ta) == 0 || ta[0] != "ship/track_parcel" {
+		t.Errorf("a ranks %v, b ranks %v; want the same, track_parcel first", ta, tb)
+	}
+	// A view built later (a restart) has them from the start.
+	if got := newRetriever(t, st, nil).Learned()[k]; !slices.Equal(got, []string{"where is my stuff"}) {
+		t.Errorf("a new view learned %q", got)
+	}
+	// Nothing new learned: no change, no sync.
+	if changed, err := a.Learn(ctx, k, "WHERE IS MY STUFF"); err != nil || changed {
+		t.Errorf("repeated Learn = %v, %v", changed, err)
+	}
+	if err := st.Delete(ctx, k, 0); err != nil {
+		t.Fatal(err)
+	}
+	syncView(t, a)
+	if changed, err := a.Learn(ctx, k, "x"); err != nil || changed {
+		t.Errorf("Learn on a deleted card = %v, %v", changed, err)
+	}
+	put(t, st, card("ship", "track_parcel", "Carrier status of a consignment by tracking number."))
+	syncView(t, a)
+	if got := a.Learned()[k]; len(got) != 0 {
+		t.Errorf("a re-created card has the deleted one's phrasings: %q", got)
+	}
+}

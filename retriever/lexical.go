@@ -397,6 +397,21 @@ const (
 // so no score depends on a card the caller cannot see — another tenant's or
 // one outside the caller's scopes.
 func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
+	return x.SearchWeighted([]WeightedText{{Text: q, Weight: 1}}, f, limit)
+}
+
+// WeightedText is one part of a weighted lexical query.
+type WeightedText struct {
+	Text   string
+	Weight float64 // > 0
+}
+
+// SearchWeighted is Search for a query made of several texts with weights:
+// a term's query weight is the sum over the texts of its count times the
+// text's weight, and a hit's coverage is the share of the terms, each
+// counted at the highest weight of a text holding it, that the hit matched.
+// Search(q) is SearchWeighted of q alone at weight 1.
+func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int) ([]Hit, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
 	}
@@ -406,14 +421,30 @@ func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 {
 		return nil, nil
 	}
-	text := SplitIdentifiers(q)
-	qtf := map[string]int{}
-	for _, tok := range x.analyzer.Analyze([]byte(text)) {
-		qtf[string(tok.Term)]++
+	qtf := map[string]float64{}   // query weight of each term
+	cover := map[string]float64{} // its weight in the coverage
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if !(p.Weight > 0) {
+			continue
+		}
+		text := SplitIdentifiers(p.Text)
+		texts = append(texts, text)
+		for _, tok := range x.analyzer.Analyze([]byte(text)) {
+			t := string(tok.Term)
+			if os.Getenv("QTF1") != "" {
+				if _, seen := cover[t]; seen && cover[t] >= p.Weight {
+					continue
+				}
+			}
+			qtf[t] += p.Weight
+			cover[t] = max(cover[t], p.Weight)
+		}
 	}
 	if len(qtf) == 0 {
 		return nil, nil
 	}
+	text := strings.Join(texts, " ")
 	terms := make([]string, 0, len(qtf))
 	for t := range qtf {
 		terms = append(terms, t)
@@ -493,23 +524,31 @@ func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 	x.mu.RUnlock()
 	idf := make([]float64, len(terms))
 	for k, t := range terms {
-		idf[k] = float64(qtf[t]) * math.Log(1+(float64(n)-float64(df[k])+0.5)/(float64(df[k])+0.5))
+		idf[k] = qtf[t] * math.Log(1+(float64(n)-float64(df[k])+0.5)/(float64(df[k])+0.5))
+	}
+	coverTotal, evidenceTotal := 0.0, 0.0
+	idfOne := make([]float64, len(terms)) // idf of one occurrence
+	for k, t := range terms {
+		coverTotal += cover[t]
+		idfOne[k] = idf[k] / qtf[t]
+		evidenceTotal += cover[t] * idfOne[k]
 	}
 	hits := make([]Hit, 0, len(res.Hits))
 	for h, m := range res.Hits {
 		if !keep[h] {
 			continue
 		}
-		score, matched := 0.0, 0
+		score, matched, evidence := 0.0, 0.0, 0.0
 		for k, tf := range tfs[h*len(terms) : (h+1)*len(terms)] {
 			if tf > 0 {
 				score += idf[k] * tf / (bm25K1 + tf)
-				matched++
+				matched += cover[terms[k]]
+				evidence += cover[terms[k]] * idfOne[k]
 			}
 		}
 		if score > 0 {
 			hits = append(hits, Hit{ID: m.ID, Score: score, Fields: lexMatchedFields(m.Locations),
-				Coverage: float64(matched) / float64(len(terms))})
+				Coverage: matched / coverTotal, Evidence: evidence / evidenceTotal})
 		}
 	}
 	sort.Slice(hits, func(i, j int) bool {

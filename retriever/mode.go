@@ -41,3 +41,6 @@ func (m Mode) singleLeg(lex, sem []Hit) ([]Hit, []Hit, bool) {
 	}
 	return lex, sem, false
 }
+
+// single reports whether the mode ranks by one leg alone.
+func (m Mode) single() bool { return m == ModeLexical || m == ModeSemantic }

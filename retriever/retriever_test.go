@@ -64,6 +64,16 @@ func newRetriever(t testing.TB, st cards.Store, emb embed.Embedder) *retriever.R
 	return r
 }
 
+func newRetrieverWith(t testing.TB, st cards.Store, opts ...retriever.Option) *retriever.Retriever {
+	t.Helper()
+	r, err := retriever.New(context.Background(), st, embed.NewHashed(embed.DefaultDim), nil, opts...)
+	if err != nil {
+		t.Fatalf("retriever.New: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
 func syncView(t testing.TB, r *retriever.Retriever) {
 	t.Helper()
 	if err := r.Sync(context.Background()); err != nil {
@@ -95,6 +105,7 @@ func discover(t testing.TB, r *retriever.Retriever, req retriever.Request) retri
 	if err != nil {
 		t.Fatalf("Discover(%q): %v", req.Query, err)
 	}
+	res.Timings = retriever.Timings{} // wall time, different on every run
 	return res
 }
 
@@ -324,7 +335,9 @@ func TestTieBreakByServerThenName(t *testing.T) {
 	// Stored in an order that is neither alphabetical nor reverse.
 	cs := identicalOn("create_ticket", "tracker", "alpha", "omega", "beta", "gamma")
 	cs = append(cs, identicalOn("new_ticket", "alpha")...)
-	r := newRetriever(t, newStore(t, cs...), nil)
+	// Identical tools on several servers are near-duplicates; collapsing
+	// them is tested in TestCollapseNearDuplicates. Here each must rank.
+	r := newRetrieverWith(t, newStore(t, cs...), retriever.WithCollapse(false))
 
 	// Relative fusion with alpha 0 is pure lexical: identical cards score the
 	// same, so the order is the tie-break alone.
@@ -347,7 +360,7 @@ func TestTieBreakByServerThenName(t *testing.T) {
 
 	// With RRF and exactly two identical cards the lexical tie puts the
 	// first server first, and no semantic order can overturn it.
-	r2 := newRetriever(t, newStore(t, identicalOn("create_ticket", "zeta", "delta")...), nil)
+	r2 := newRetrieverWith(t, newStore(t, identicalOn("create_ticket", "zeta", "delta")...), retriever.WithCollapse(false))
 	for range 5 {
 		res := discover(t, r2, retriever.Request{Caller: admin, Query: "create a ticket", TopK: 2, Fusion: retriever.FusionRRF})
 		if got := names(res); !slices.Equal(got, []string{"delta/create_ticket", "zeta/create_ticket"}) {
@@ -364,7 +377,7 @@ func TestTieBreakServerPrefix(t *testing.T) {
 	servers := []string{"jira_dc", "jira2", "jira.v2", "jira", "jira-cloud"}
 	want := slices.Clone(servers)
 	slices.Sort(want) // jira, jira-cloud, jira.v2, jira2, jira_dc
-	r := newRetriever(t, newStore(t, identicalOn("create_ticket", servers...)...), nil)
+	r := newRetrieverWith(t, newStore(t, identicalOn("create_ticket", servers...)...), retriever.WithCollapse(false))
 
 	res := discover(t, r, retriever.Request{Caller: admin, Query: "create a ticket", TopK: 10,
 		Fusion: retriever.FusionRelative, Alpha: 0, AlphaSet: true})
@@ -1278,9 +1291,11 @@ func legsOf(res retriever.Result) (lex, sem []retriever.Hit) {
 }
 
 func TestFusionModes(t *testing.T) {
-	// The fusion functions alone: the server prior, applied after them, is
-	// off here (TestServerPrior covers it).
-	r, err := retriever.New(context.Background(), newStore(t, synthCatalogue(30, 8, acme)...), embed.NewHashed(embed.DefaultDim), nil, retriever.WithServerPrior(0))
+	// The fusion functions alone: the server lift and the collapsing of
+	// near-duplicates, applied after them, are off here (TestLiftServers,
+	// TestCollapseNearDuplicates cover them).
+	r, err := retriever.New(context.Background(), newStore(t, synthCatalogue(30, 8, acme)...), embed.NewHashed(embed.DefaultDim), nil,
+		retriever.WithServerPrior(0), retriever.WithServerBoost(0), retriever.WithCollapse(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1385,7 +1400,7 @@ func TestFusionModes(t *testing.T) {
 func TestAccountingAndCopies(t *testing.T) {
 	var cs []cards.Card
 	for i := range 12 {
-		c := card(fmt.Sprintf("widgets%d", i%3), fmt.Sprintf("widget_tool_%d", i), "Manage widget inventory and widget pricing.")
+		c := card(fmt.Sprintf("widgets%d", i%3), fmt.Sprintf("widget_tool_%d", i), fmt.Sprintf("Manage widget inventory and widget pricing, part %d.", i))
 		c.InputSchema = []byte(fmt.Sprintf(`{"type":"object","properties":{"widget_id":{"type":"string"},"p%d":{"type":"integer"}}}`, i))
 		c.Aliases = []string{"widgets"}
 		if i%2 == 1 {

@@ -49,5 +49,15 @@ func WithVectors(v VectorIndex) Option { return func(r *Retriever) { r.vec = v }
 // WithLexicalWeights sets the lexical leg's field weights.
 func WithLexicalWeights(w LexicalWeights) Option { return func(r *Retriever) { r.lexWeights = w } }
 
-// WithServerPrior sets the server prior's weight (0 turns it off).
-func WithServerPrior(gamma float64) Option { return func(r *Retriever) { r.serverPrior = gamma } }
+// WithDecompose makes a request that gives only a query, and whose query
+// splits into parts (Decompose), rank every part too, with the query as its
+// context, merged like intents.
+func WithDecompose(on bool) Option { return func(r *Retriever) { r.decompose = on } }
+
+// DefaultQueryContext is the weight of the query in each intent's ranking
+// (measured on ../shared/eval, docs/EVAL.md).
+const DefaultQueryContext = 0.3
+
+// WithQueryContext sets the weight of the query's words and vector in each
+// intent's ranking when a request carries both (0 ranks intents alone).
+func WithQueryContext(w float64) Option { return func(r *Retriever) { r.queryContext = w } }

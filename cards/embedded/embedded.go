@@ -8,7 +8,14 @@
 //	changeidx  card key -> seq of its latest change
 //	embeddings model -> (nested bucket) card key -> embedding record
 //	graves     card key -> last version of a deleted card (8 bytes), so a
-//	           re-created card continues its version sequence
+//	           re-created card continues its version sequence (server
+//	           entries' too, under their server key)
+//	servers    tenant\x00name\x00 (the server key) -> server entry (JSON)
+//	learned    card key -> learned phrasings (JSON list, oldest first)
+//
+// A server entry's key is its ServerKey(tenant, name) encoded like a card
+// key with an empty name; card names are never empty, so the two never
+// collide in changes, changeidx or graves.
 //
 // Names follow the MCP tool-name rule and so never contain NUL, which makes
 // the byte order of the keys the (tenant, server, name) order.
@@ -52,6 +59,8 @@ var (
 	bucketChangeIdx  = []byte("changeidx")
 	bucketEmbeddings = []byte("embeddings")
 	bucketGraves     = []byte("graves")
+	bucketServers    = []byte("servers")
+	bucketLearned    = []byte("learned")
 )
 
 // Option configures Open.
@@ -100,7 +109,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("embedded store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketCards, bucketChanges, bucketChangeIdx, bucketEmbeddings, bucketGraves} {
+		for _, b := range [][]byte{bucketCards, bucketChanges, bucketChangeIdx, bucketEmbeddings, bucketGraves, bucketServers, bucketLearned} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -386,7 +395,8 @@ func (s *Store) List(ctx context.Context, q cards.ListQuery) (cards.ListPage, er
 	return page, nil
 }
 
-// Delete implements cards.Store.
+// Delete implements cards.Store. The card's embeddings and learned
+// phrasings go with it.
 func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -417,6 +427,9 @@ func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) 
 			return err
 		}
 		if err := deleteEmbeddings(tx, key); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketLearned).Delete(key); err != nil {
 			return err
 		}
 		return recordChange(tx, key, true)

@@ -1,6 +1,6 @@
-// Package postgres is the production cards.Store: cards, the change
-// sequence and card embeddings in PostgreSQL with pgvector, shared by any
-// number of cardex replicas. The schema lives in migrations/ and is applied
+// Package postgres is the production cards.Store: cards, server entries,
+// learned phrasings, the change sequence and card embeddings in PostgreSQL
+// with pgvector, shared by any number of cardex replicas. The schema lives in migrations/ and is applied
 // with goose (Store.Migrate, `cardex migrate up`).
 //
 // It runs with the ordinary extended protocol and statement cache as well as

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) cards.Store) {
 		{"CancelledContext", testCancelledContext},
 		{"ConcurrentConditionalUpdates", testConcurrentConditionalUpdates},
 	}
+	tests = append(tests, serverTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/cardjson"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -32,18 +36,31 @@ func cardsApplyCmd() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR",
-		Short: "Create or update cards from YAML/JSON files (directories are read recursively)",
-		Args:  cobra.NoArgs,
+		Short: "Create or update cards and server entries (kind: server) from YAML/JSON files (directories are read recursively)",
+		Long: `Reads every card first and checks all of them (the rules the server applies, and that no card
+appears twice) before anything is written: one bad card anywhere writes nothing. Server entries
+(kind: server) are written first. Sets of more than
+1,000 cards (or 32 MiB) go in several batches, each atomic; if a later batch still fails (a
+version conflict), the table shows what the earlier batches wrote and the error names the failing
+card by file and position.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
-				return fmt.Errorf("-f FILE|DIR is required")
+				return usageError("-f FILE|DIR is required")
 			}
-			in, sources, err := cards.LoadPath(path)
+			if err := cf.check(); err != nil {
+				return err
+			}
+			entries, err := cards.LoadEntries(path)
 			if err != nil {
 				return err
 			}
-			if len(in) == 0 {
-				return fmt.Errorf("%s: no cards found (.yaml, .yml or .json)", path)
+			in, sources := entries.Cards, entries.CardSources
+			if len(in) == 0 && len(entries.Servers) == 0 {
+				return fmt.Errorf("%s: no cards or server entries found (.yaml, .yml or .json)", path)
+			}
+			if err := checkCards(in, sources); err != nil {
+				return err
 			}
 			conn, ctx, cancel, err := cf.connect(cmd)
 			if err != nil {
@@ -52,7 +69,23 @@ func cardsApplyCmd() *cobra.Command {
 			defer conn.Close()
 			defer cancel()
 			client := pb.NewCatalogServiceClient(conn)
-			resp := &pb.PutCardsResponse{}
+			// Server entries first (each batch atomic); their results come
+			// first, with an empty name.
+			var results []*pb.PutResult
+			for start := 0; start < len(entries.Servers); start += applyBatch {
+				end := min(start+applyBatch, len(entries.Servers))
+				req := &pb.PutServersRequest{}
+				for i := start; i < end; i++ {
+					req.Servers = append(req.Servers, apiconv.ServerInfoToProto(&entries.Servers[i]))
+				}
+				r, err := client.PutServers(ctx, req)
+				if err != nil {
+					return fmt.Errorf("%s (server entries %s … %s): %w", path, entries.ServerSources[start], entries.ServerSources[end-1], err)
+				}
+				results = append(results, r.Results...)
+			}
+			servers := len(results)
+			var failed error
 			for start := 0; start < len(in); {
 				// A batch holds at most applyBatch cards and applyBytes.
 				req := &pb.PutCardsRequest{}
@@ -72,32 +105,121 @@ func cardsApplyCmd() *cobra.Command {
 				}
 				r, err := client.PutCards(ctx, req)
 				if err != nil {
-					return fmt.Errorf("%s (batch with %s … %s): %w", path, sources[start], sources[end-1], err)
+					failed = batchError(err, sources[start:end], start, len(in))
+					break
 				}
-				resp.Results = append(resp.Results, r.Results...)
+				results = append(results, r.Results...)
 				start = end
 			}
-			counts := map[string]int{}
-			for _, r := range resp.Results {
-				counts[r.Outcome]++
+			if failed != nil && len(results) == 0 {
+				return failed
+			}
+			counts, serverCounts := map[string]int{}, map[string]int{}
+			for _, r := range results {
+				if r.Name == "" {
+					serverCounts[r.Outcome]++
+				} else {
+					counts[r.Outcome]++
+				}
 			}
 			if cf.output == "json" {
-				return printJSON(resp)
+				out := struct {
+					Results []putResultJSON `json:"results"`
+					Counts  map[string]int  `json:"counts"`
+					Error   string          `json:"error,omitempty"`
+				}{Results: []putResultJSON{}, Counts: counts}
+				for _, r := range results {
+					out.Results = append(out.Results, putResultJSON{Tenant: r.Tenant, Server: r.Server, Name: r.Name, Version: r.Version, Outcome: r.Outcome})
+				}
+				if failed != nil {
+					out.Error = failed.Error()
+				}
+				if err := printPlainJSON(out); err != nil {
+					return err
+				}
+				return failed
 			}
-			rows := make([][]string, 0, len(resp.Results))
-			for _, r := range resp.Results {
-				rows = append(rows, []string{r.Tenant, r.Server, r.Name, strconv.FormatInt(r.Version, 10), r.Outcome})
+			rows := make([][]string, 0, len(results))
+			for _, r := range results {
+				name := r.Name
+				if name == "" {
+					name = "(server entry)"
+				}
+				rows = append(rows, []string{r.Tenant, r.Server, name, strconv.FormatInt(r.Version, 10), r.Outcome})
 			}
 			if err := table([]string{"TENANT", "SERVER", "NAME", "VERSION", "OUTCOME"}, rows); err != nil {
 				return err
 			}
-			fmt.Printf("\n%d created, %d updated, %d unchanged\n", counts["created"], counts["updated"], counts["unchanged"])
-			return nil
+			fmt.Printf("\n%d created, %d updated, %d unchanged", counts["created"], counts["updated"], counts["unchanged"])
+			if failed != nil {
+				fmt.Printf(" (by the batches before the failure; cards %d–%d of %d were not written)", len(results)-servers+1, len(in), len(in))
+			}
+			fmt.Println()
+			if len(entries.Servers) > 0 {
+				fmt.Printf("server entries: %d created, %d updated, %d unchanged\n", serverCounts["created"], serverCounts["updated"], serverCounts["unchanged"])
+			}
+			return failed
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringVarP(&path, "file", "f", "", "card file or directory")
+	cmd.Flags().StringVarP(&path, "file", "f", "", "card file or directory (entries of kind: server are server entries)")
 	return cmd
+}
+
+// checkCards applies the server's rules to every card of an apply before
+// anything is written: each card must normalise, and no key may appear
+// twice in the whole set. Errors name the card by file and position.
+func checkCards(in []cards.Card, sources []string) error {
+	const show = 20
+	var problems []string
+	seen := map[cards.Key]int{}
+	for i := range in {
+		c := in[i].Clone()
+		if err := cards.Normalize(&c); err != nil {
+			problems = append(problems, fmt.Sprintf("%s%s: %v", sources[i], cardRef(&in[i]), err))
+			continue
+		}
+		if j, dup := seen[c.Key()]; dup {
+			problems = append(problems, fmt.Sprintf("%s%s: duplicates %s (a card may appear only once)", sources[i], cardRef(&c), sources[j]))
+			continue
+		}
+		seen[c.Key()] = i
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("nothing written: %d of %d cards are invalid:", len(problems), len(in))
+	for i, p := range problems {
+		if i == show {
+			msg += fmt.Sprintf("\n  … and %d more", len(problems)-show)
+			break
+		}
+		msg += "\n  " + p
+	}
+	return errors.New(msg)
+}
+
+func cardRef(c *cards.Card) string {
+	if c.Server == "" && c.Name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s/%s)", c.Server, c.Name)
+}
+
+var batchItemRE = regexp.MustCompile(`cards\[(\d+)\]`)
+
+// batchError names the cards of a failed batch by file and position
+// instead of by their index in the batch.
+func batchError(err error, sources []string, start, total int) error {
+	msg := status.Convert(err).Message()
+	msg = batchItemRE.ReplaceAllStringFunc(msg, func(m string) string {
+		i, _ := strconv.Atoi(batchItemRE.FindStringSubmatch(m)[1])
+		if i < len(sources) {
+			return sources[i]
+		}
+		return m
+	})
+	return status.Error(status.Code(err), fmt.Sprintf("cards %d–%d of %d were not written: %s", start+1, start+len(sources), total, msg))
 }
 
 // refFlags name one card.
@@ -106,6 +228,7 @@ type refFlags struct{ tenant, server string }
 func (f *refFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
 	cmd.Flags().StringVar(&f.server, "server", "", "server namespace (or write SERVER/NAME)")
+	addCheck(cmd, func() error { return requireTenant(f.tenant) })
 }
 
 // split accepts NAME with --server, or SERVER/NAME.
@@ -136,7 +259,7 @@ func cardsGetCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				return printJSON(resp.Card)
+				return printPlainJSON(cardJSON(resp.Card))
 			}
 			return printCard(resp.Card)
 		},
@@ -178,7 +301,11 @@ func cardsListCmd() *cobra.Command {
 				req.Cursor = resp.NextCursor
 			}
 			if cf.output == "json" {
-				return printJSON(out)
+				lj := listJSON{Cards: []*cardjson.Card{}, NextCursor: out.NextCursor}
+				for _, c := range out.Cards {
+					lj.Cards = append(lj.Cards, cardJSON(c))
+				}
+				return printPlainJSON(lj)
 			}
 			rows := make([][]string, 0, len(out.Cards))
 			for _, c := range out.Cards {
@@ -196,6 +323,7 @@ func cardsListCmd() *cobra.Command {
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
+	addCheck(cmd, func() error { return requireTenant(tenant) })
 	f.StringVar(&server, "server", "", "only this server")
 	f.StringVar(&status, "status", "", "only these statuses, comma-separated (active,pending,revoked)")
 	f.IntVar(&pageSize, "page-size", 0, "page size (default 20, at most 100)")

@@ -11,10 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/status"
 
+	"github.com/seed0cff8200/cardex/cards"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -34,18 +37,28 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "catalog token, if the server requires one (env CARDEX_CATALOG_TOKEN)")
 	cmd.Flags().StringVar(&f.token, "token", envOr("CARDEX_TOKEN", os.Getenv("CARDEX_CATALOG_TOKEN")), "service token (role discover, catalog or admin) or JWT sent as authorization: Bearer (env CARDEX_TOKEN)")
 	f.tls.register(cmd)
+	addCheck(cmd, f.check)
+}
+
+// check refuses a bad --output before anything is done.
+func (f *clientFlags) check() error { return checkOutput(f.output) }
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return usageError("--output %q: use table or json", o)
+	}
+	return nil
 }
 
 func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
-	if f.output != "table" && f.output != "json" {
-		return nil, nil, nil, fmt.Errorf("--output %q: use table or json", f.output)
+	if err := f.check(); err != nil {
+		return nil, nil, nil, err
 	}
 	creds, err := f.tls.creds()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -54,6 +67,59 @@ func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Con
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 	}
 	return conn, ctx, cancel, nil
+}
+
+// dial connects to a cardex server. Every call's error is explained in the
+// words of the CLI (see explain); tokenHint names the flag and variable of
+// the token the server may ask for; creds nil is plaintext.
+func dial(addr, tokenHint string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return explain(addr, tokenHint, invoker(ctx, method, req, reply, cc, opts...))
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %v", addr, err)
+	}
+	return conn, nil
+}
+
+// explain rewrites the messages of errors that gRPC raises on the client's
+// side (no connection, no such host) into what to do about them, keeping the
+// code. The server's own messages pass as they are, with the token to give
+// added to Unauthenticated.
+func explain(addr, tokenHint string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := st.Message()
+	low := strings.ToLower(msg)
+	switch {
+	case st.Code() == codes.Unavailable && (strings.Contains(low, "connection error") || strings.Contains(low, "error while dialing") ||
+		strings.Contains(low, "name resolver error") || strings.Contains(low, "produced zero addresses") || strings.Contains(low, "connection closed before server preface")):
+		reason := "no connection"
+		switch {
+		case strings.Contains(low, "connection refused"):
+			reason = "connection refused"
+		case strings.Contains(low, "no such host"), strings.Contains(low, "produced zero addresses"):
+			reason = "no such host"
+		case strings.Contains(low, "preface"):
+			reason = "the address answers, but not as a gRPC server"
+		}
+		return status.Errorf(codes.Unavailable, "cannot reach a cardex server at %s (%s): start one with `cardex serve`, or point --addr (env CARDEX_ADDR) at a running one", addr, reason)
+	case st.Code() == codes.DeadlineExceeded && !strings.Contains(low, "upstream"):
+		return status.Errorf(codes.DeadlineExceeded, "%s (the server at %s did not answer within --timeout)", msg, addr)
+	case st.Code() == codes.Unauthenticated && tokenHint != "":
+		return status.Errorf(codes.Unauthenticated, "%s (give it with %s)", msg, tokenHint)
+	}
+	return err
 }
 
 // callerFlags identify the caller of discovery commands.
@@ -65,19 +131,22 @@ func (f *callerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "caller tenant (env CARDEX_TENANT)")
 	cmd.Flags().StringVar(&f.scopes, "scopes", os.Getenv("CARDEX_SCOPES"), "caller scopes, comma-separated, e.g. support:read,billing:* (env CARDEX_SCOPES)")
 	cmd.Flags().StringVar(&f.subject, "subject", envOr("CARDEX_SUBJECT", "cli"), "caller subject (hashed in the discovery log)")
+	addCheck(cmd, func() error { return requireTenant(f.tenant) })
 }
 
 func (f *callerFlags) caller() *pb.Caller {
 	return &pb.Caller{Tenant: f.tenant, Subject: f.subject, Scopes: splitList(f.scopes)}
 }
 
-func printJSON(m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}.Marshal(m)
-	if err != nil {
-		return err
+// requireTenant is the check of every command that needs --tenant.
+func requireTenant(tenant string) error {
+	if tenant == "" {
+		return usageError("--tenant is required (or set CARDEX_TENANT)")
 	}
-	_, err = fmt.Fprintln(os.Stdout, string(b))
-	return err
+	if !cards.ValidName(tenant) {
+		return usageError("--tenant %q must match [A-Za-z0-9_.-]{1,128}", tenant)
+	}
+	return nil
 }
 
 func printPlainJSON(v any) error {

@@ -17,26 +17,43 @@ func discoverCmd() *cobra.Command {
 	var topK int
 	var fusion string
 	var alpha float64
-	var pins []string
+	var pins, intents []string
+	var minConfidence float64
 	cmd := &cobra.Command{
-		Use:   `discover "QUERY"`,
-		Short: "Shortlist the caller's authorized tools for a request, with full schemas",
-		Args:  cobra.ExactArgs(1),
+		Use:   `discover ["QUERY"] [--intent TEXT]...`,
+		Short: "Shortlist the caller's authorized tools for a request (or its parts), with full schemas",
+		Long: `Shortlist the caller's authorized tools for a request, with full schemas.
+
+A multi-step request can be given as its parts with --intent (repeatable, at most 8): each part
+is ranked inside the same authorized set and the shortlist takes every part's best tool first,
+then every part's second, and so on. With a query too, the query is one more ranked list and the
+context of every part.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			query := ""
+			if len(args) == 1 {
+				query = args[0]
+			}
+			if query == "" && len(intents) == 0 {
+				return usageError(`give a query ("QUERY") or at least one --intent`)
+			}
 			conn, ctx, cancel, err := cf.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
 			defer cancel()
-			req := &pb.DiscoverToolsRequest{Caller: who.caller(), Query: args[0], TopK: int32(topK), Fusion: fusion}
+			req := &pb.DiscoverToolsRequest{Caller: who.caller(), Query: query, Intents: intents, TopK: int32(topK), Fusion: fusion}
 			if cmd.Flags().Changed("alpha") {
 				req.Alpha = &alpha
+			}
+			if cmd.Flags().Changed("min-confidence") {
+				req.MinConfidence = &minConfidence
 			}
 			for _, p := range pins {
 				s, n, ok := strings.Cut(p, "/")
 				if !ok {
-					return fmt.Errorf("--pin %q: write SERVER/NAME", p)
+					return usageError("--pin %q: write SERVER/NAME", p)
 				}
 				req.AlwaysLoad = append(req.AlwaysLoad, &pb.ToolRef{Server: s, Name: n})
 			}
@@ -45,19 +62,56 @@ func discoverCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				return printJSON(resp)
+				return printPlainJSON(discoverOut(resp))
+			}
+			header := []string{"#", "TOOL", "FUSED", "CONF", "TOKENS", "SUMMARY", "WHY"}
+			if len(intents) > 0 {
+				header = []string{"#", "TOOL", "FOR", "FUSED", "CONF", "TOKENS", "SUMMARY", "WHY"}
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for i, t := range resp.Tools {
-				rows = append(rows, []string{strconv.Itoa(i + 1), t.Card.Server + "/" + t.Card.Name,
-					fmt.Sprintf("%.4f", t.Scores.Fused), strconv.Itoa(int(t.Tokens)), cut(t.Card.Summary, 70), t.Reason})
+				row := []string{strconv.Itoa(i + 1), t.Card.Server + "/" + t.Card.Name}
+				if len(intents) > 0 {
+					row = append(row, answers(t))
+				}
+				rows = append(rows, append(row, fmt.Sprintf("%.4f", t.Scores.Fused), fmt.Sprintf("%.2f", t.Confidence),
+					strconv.Itoa(int(t.Tokens)), cut(t.Card.Summary, 70), t.Reason))
 			}
-			if err := table([]string{"#", "TOOL", "FUSED", "TOKENS", "SUMMARY", "WHY"}, rows); err != nil {
-				return err
+			if len(rows) > 0 {
+				if err := table(header, rows); err != nil {
+					return err
+				}
+			}
+			if len(intents) > 0 {
+				fmt.Println()
+				for i, in := range intents {
+					fmt.Printf("intent %d: %s\n", i+1, in)
+				}
+			}
+			if resp.Abstained && resp.MinConfidence == 0 {
+				fmt.Println("\nno tool matches: rephrase the request, or give its parts with --intent")
+			} else if resp.Abstained {
+				fmt.Printf("\nno tool matches well enough (min confidence %.2f): rephrase the request, or lower --min-confidence\n", resp.MinConfidence)
+			} else if len(resp.AbstainedIntents) > 0 {
+				var which []string
+				for _, i := range resp.AbstainedIntents {
+					which = append(which, strconv.Itoa(int(i)+1))
+				}
+				fmt.Printf("\nno tool matches intent %s well enough (min confidence %.2f)\n", strings.Join(which, ", "), resp.MinConfidence)
 			}
 			tok := resp.Tokens
 			fmt.Printf("\n%d of %d authorized tools; ~%d tokens instead of ~%d for the whole authorized catalogue\n",
 				len(resp.Tools), resp.CandidateCount, tok.GetShortlistTokens(), tok.GetCatalogTokens())
+			if resp.LowConfidence {
+				fmt.Printf("low confidence: no tool matched the request well")
+				if resp.ReformulatedQuery != "" {
+					fmt.Printf("; searched again as %q", resp.ReformulatedQuery)
+				}
+				fmt.Println(" (logged as a suspected miss)")
+			}
+			if resp.Degraded {
+				fmt.Println("degraded: part of the search was unavailable (the semantic leg, while the database is unreachable); lexical matches only")
+			}
 			fmt.Fprintf(os.Stderr, "discovery_id %s (full schemas: -o json)\n", resp.DiscoveryId)
 			return nil
 		},
@@ -69,7 +123,25 @@ func discoverCmd() *cobra.Command {
 	f.StringVar(&fusion, "fusion", "", "relative (default; relative-score fusion with --alpha) or rrf (reciprocal rank fusion, k = 60)")
 	f.Float64Var(&alpha, "alpha", 0.5, "semantic weight for --fusion relative (0..1)")
 	f.StringSliceVar(&pins, "pin", nil, "SERVER/NAME to always load (repeatable, at most 5)")
+	f.StringArrayVar(&intents, "intent", nil, "one part of a multi-step request (repeatable, at most 8)")
+	f.Float64Var(&minConfidence, "min-confidence", 0, "answer a ranked list only when its best tool's confidence reaches this (0..1; default: the server's)")
 	return cmd
+}
+
+// answers says which ranked lists reached a tool: q for the query, 1, 2, …
+// for the intents.
+func answers(t *pb.DiscoveredTool) string {
+	var parts []string
+	if t.ForQuery {
+		parts = append(parts, "q")
+	}
+	for _, i := range t.Intents {
+		parts = append(parts, strconv.Itoa(int(i)+1))
+	}
+	if t.Pinned && len(parts) == 0 {
+		return "pin"
+	}
+	return strings.Join(parts, ",")
 }
 
 func describeCmd() *cobra.Command {
@@ -95,12 +167,17 @@ func describeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return printJSON(resp)
-			}
 			if len(resp.AmbiguousServers) > 0 {
-				fmt.Printf("%q is ambiguous; name a server with --server: %s\n", name, strings.Join(resp.AmbiguousServers, ", "))
-				return nil
+				msg := fmt.Sprintf("%q is ambiguous; name a server with --server: %s", name, strings.Join(resp.AmbiguousServers, ", "))
+				if cf.output == "json" {
+					if err := printPlainJSON(ambiguousJSON{Ambiguous: true, Servers: resp.AmbiguousServers, Message: msg}); err != nil {
+						return err
+					}
+				}
+				return exitError{code: 2, msg: msg}
+			}
+			if cf.output == "json" {
+				return printPlainJSON(cardJSON(resp.Card))
 			}
 			return printCard(resp.Card)
 		},
@@ -135,7 +212,7 @@ func authorizeCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				if err := printJSON(resp); err != nil {
+				if err := printPlainJSON(authorizeOut(resp)); err != nil {
 					return err
 				}
 			} else {
@@ -186,7 +263,7 @@ func searchCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				return printJSON(resp)
+				return printPlainJSON(searchOut(resp.Tools, nil, resp.NextCursor, false))
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for _, t := range resp.Tools {

@@ -23,8 +23,10 @@ func evalCmd() *cobra.Command {
 		addr, token, out, misses, fusion, encoding, tenant string
 		fromLog                                            string
 		topK, workers                                      int
-		alpha, serverPrior                                 float64
-		split, noReformulate, warm                         bool
+		alpha, serverPrior, serverBoost, queryContext      float64
+		decompose, noCollapse, strictAlternatives          bool
+		split, noReformulate, warm, fitConfidence          bool
+		noAbstention                                       bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
 	)
@@ -47,11 +49,17 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			if fromLog != "" {
 				return cobra.NoArgs(cmd, args)
 			}
+			if fitConfidence {
+				return cobra.MinimumNArgs(1)(cmd, args)
+			}
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fromLog != "" {
 				return reviewFromLog(fromLog, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if fitConfidence {
+				return runFitConfidence(cmd, args, &ef)
 			}
 			d, err := eval.Load(args[0])
 			if err != nil {
@@ -70,8 +78,9 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				}
 			}
 			var backend eval.Backend
+			var ropts []retriever.Option
 			if addr != "" {
-				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim"} {
+				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim", "server-prior", "server-boost", "query-context", "decompose", "no-collapse", "fit-confidence"} {
 					if cmd.Flags().Changed(name) {
 						return fmt.Errorf("--%s is for in-process runs; with --addr the server's own configuration is measured", name)
 					}
@@ -89,9 +98,20 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				if c, ok := emb.(io.Closer); ok {
 					defer c.Close()
 				}
-				var ropts []retriever.Option
 				if cmd.Flags().Changed("server-prior") {
 					ropts = append(ropts, retriever.WithServerPrior(serverPrior))
+				}
+				if cmd.Flags().Changed("server-boost") {
+					ropts = append(ropts, retriever.WithServerBoost(serverBoost))
+				}
+				if cmd.Flags().Changed("query-context") {
+					ropts = append(ropts, retriever.WithQueryContext(queryContext))
+				}
+				if decompose {
+					ropts = append(ropts, retriever.WithDecompose(true))
+				}
+				if noCollapse {
+					ropts = append(ropts, retriever.WithCollapse(false))
 				}
 				backend = eval.NewInProcess(emb, ropts...)
 				if warm {
@@ -100,7 +120,8 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 				}
 			}
 			defer backend.Close()
-			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers, NoReformulate: noReformulate}
+			o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Tokenizer: tk, Workers: workers, NoReformulate: noReformulate,
+				StrictAlternatives: strictAlternatives}
 			if cmd.Flags().Changed("alpha") {
 				o.Alpha, o.AlphaSet = alpha, true
 			}
@@ -116,6 +137,21 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 			}
 			if r, ok := backend.(*evalremote.Remote); ok && r.Removed > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%d stale cards of tenant %s were deleted from the server", r.Removed, rep.Tenant))
+			}
+			if _, inProcess := backend.(*eval.InProcess); inProcess && !noAbstention && len(d.Queries) > 0 {
+				emb, err := ef.build(cmd.Context(), newLogger("warn"))
+				if err != nil {
+					return err
+				}
+				ab := eval.NewInProcess(emb, ropts...)
+				rep.Abstention, err = eval.RunAbstention(cmd.Context(), d, ab, retriever.DefaultMinConfidence)
+				ab.Close()
+				if c, ok := emb.(io.Closer); ok {
+					c.Close()
+				}
+				if err != nil {
+					rep.Notes = append(rep.Notes, "abstention not measured: "+err.Error())
+				}
 			}
 			if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
 				return err
@@ -143,20 +179,31 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "per-call timeout with --addr")
 	f.StringVar(&tenant, "tenant", "", "tenant to register the cards under (default eval-<dataset>)")
 	f.IntVar(&topK, "top-k", eval.DefaultTopK, fmt.Sprintf("shortlist depth at which a need counts as missed (1..%d; metrics always look at the top 10)", retriever.MaxTopK))
-	f.StringVar(&out, "out", "eval-{dataset}.json", "JSON report file ({dataset} is replaced; empty: none)")
-	f.StringVar(&misses, "misses", "eval-{dataset}-misses.jsonl", "missed queries, JSON Lines ({dataset} is replaced; empty: none)")
+	f.StringVar(&out, "out", filepath.Join(evalDir, "eval-{dataset}.json"), "JSON report file ({dataset} is replaced; empty: none)")
+	f.StringVar(&misses, "misses", filepath.Join(evalDir, "eval-{dataset}-misses.jsonl"), "missed queries, JSON Lines ({dataset} is replaced; empty: none)")
 	f.BoolVar(&split, "split", false, "table rows per subset: all, single-need and multi-need queries")
 	f.StringVar(&fusion, "fusion", "", "relative (default; relative-score fusion with --alpha) or rrf (reciprocal rank fusion, k = 60)")
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
 	f.StringVar(&fromLog, "from-log", "", "instead of evaluating: turn the misses recorded in a feedback log (DATA_DIR/feedback.jsonl) into queries.jsonl rows on stdout, for a person to review")
-	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of the server prior (a strong match lifts its server's other tools; off in the service)")
+	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of a server's best tool as evidence for its other tools (0: off)")
+	f.Float64Var(&serverBoost, "server-boost", retriever.DefaultServerBoost, "in-process: weight of server-entry matches (servers.jsonl) as evidence for a server's tools (0: off)")
+	f.Float64Var(&queryContext, "query-context", retriever.DefaultQueryContext, "in-process: weight of the query in each intent's ranking (0: intents ranked alone)")
+	f.BoolVar(&decompose, "decompose", false, "in-process: split a query-only request into its parts (sentences, \"then\", \"and\") and rank them like intents")
+	f.BoolVar(&noCollapse, "no-collapse", false, "in-process: do not collapse near-duplicate tools into one slot")
+	f.BoolVar(&strictAlternatives, "strict-alternatives", false, "score a slot by its tool alone, not by the near-duplicates it names as alternatives")
 	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
+	f.BoolVar(&fitConfidence, "fit-confidence", false, "instead of evaluating: fit the confidence model (logistic, each dataset weighted equally) on the labelled datasets DIR... with the current embedder, and print it with its calibration")
+	f.BoolVar(&noAbstention, "no-abstention", false, "in-process: skip the out-of-catalogue (abstention) experiment")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
 	ef.register(cmd)
 	return cmd
 }
+
+// evalDir holds the reports of runs that name no file: in the system's
+// temporary directory, so that a run from a clone leaves nothing behind.
+var evalDir = filepath.Join(os.TempDir(), "cardex-eval")
 
 // writeFile writes through fn to path (creating its directory), atomically
 // enough for a report: a temporary file renamed into place.
@@ -287,5 +334,71 @@ func reviewFromLog(path string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, ", %d misses skipped (their queries were logged hashed or not at all)", skipped)
 	}
 	fmt.Fprintln(stderr, "; rows without expected tools need a reviewer to name them")
+	return nil
+}
+
+// runFitConfidence fits the confidence model on labelled datasets and prints
+// it with the calibration of the current and the fitted model.
+func runFitConfidence(cmd *cobra.Command, dirs []string, ef *embedderFlags) error {
+	emb, err := ef.build(cmd.Context(), newLogger("warn"))
+	if err != nil {
+		return err
+	}
+	if c, ok := emb.(io.Closer); ok {
+		defer c.Close()
+	}
+	var sets [][]eval.ConfidenceSample
+	var names []string
+	for _, dir := range dirs {
+		d, err := eval.Load(dir)
+		if err != nil {
+			return err
+		}
+		if len(d.Queries) == 0 {
+			return fmt.Errorf("%s: no labelled queries to fit on", dir)
+		}
+		cat, err := eval.NewCatalog(d, "eval-"+d.Name)
+		if err != nil {
+			return err
+		}
+		b := eval.NewInProcess(emb)
+		if err := b.Register(cmd.Context(), cat); err != nil {
+			b.Close()
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "fit-confidence: %s: %d queries\n", d.Name, len(d.Queries))
+		s, err := eval.ConfidenceSamples(cmd.Context(), d, b, cat, eval.MetricDepth)
+		b.Close()
+		if err != nil {
+			return err
+		}
+		sets = append(sets, s)
+		names = append(names, d.Name)
+	}
+	m, err := eval.FitConfidence(sets)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Fitted on %s with %s (each dataset weighted equally):\n\n", strings.Join(names, ", "), emb.Model())
+	fmt.Fprintf(out, "retriever.ConfidenceModel{Bias: %.3f, Evidence: %.3f, Cosine: %.3f, Fused: %.3f, InvPosition: %.3f}\n\n",
+		m.Bias, m.Evidence, m.Cosine, m.Fused, m.InvPosition)
+	d := retriever.DefaultConfidenceModel
+	fmt.Fprintf(out, "Built-in default: {Bias: %.3f, Evidence: %.3f, Cosine: %.3f, Fused: %.3f, InvPosition: %.3f}\n\n",
+		d.Bias, d.Evidence, d.Cosine, d.Fused, d.InvPosition)
+	for i, set := range sets {
+		for _, mm := range []struct {
+			name  string
+			model retriever.ConfidenceModel
+		}{{"default", d}, {"fitted", m}} {
+			rel := eval.Calibration(mm.model, set)
+			fmt.Fprintf(out, "%s, %s model: %d ranked tools, expected calibration error %.3f\n\n", names[i], mm.name, len(set), rel.ECE)
+			fmt.Fprintln(out, "| confidence | tools | mean confidence | share relevant |\n|---|---:|---:|---:|")
+			for _, b := range rel.Bins {
+				fmt.Fprintf(out, "| %.2f–%.2f | %d | %.3f | %.3f |\n", b.Lo, b.Hi, b.Samples, b.Predicted, b.Observed)
+			}
+			fmt.Fprintln(out)
+		}
+	}
 	return nil
 }

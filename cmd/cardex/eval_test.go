@@ -44,6 +44,28 @@ func TestEvalCommand(t *testing.T) {
 		t.Errorf("misses file: %v %s", err, b)
 	}
 
+	// Without --out and --misses nothing is left in the working directory:
+	// the files go to the temporary directory.
+	tmp := t.TempDir()
+	abs, err := filepath.Abs(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(bin, "eval", abs)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("eval with the default files: %v\n%s", err, b)
+	}
+	if left, _ := os.ReadDir(cmd.Dir); len(left) != 0 {
+		t.Errorf("eval left %d files in the working directory", len(left))
+	}
+	for _, f := range []string{"eval-tiny.json", "eval-tiny-misses.jsonl"} {
+		if _, err := os.Stat(filepath.Join(tmp, "cardex-eval", f)); err != nil {
+			t.Errorf("default report file: %v", err)
+		}
+	}
+
 	addr, _ := startServer(t, bin, filepath.Join(dir, "data"))
 	got, code := run(t, bin, addr, "eval", fixture, "--addr", addr, "--out", "", "--misses", "")
 	if code != 0 || !strings.Contains(got, "server at "+addr) || !strings.Contains(got, "| all (5) | hybrid |") || strings.Contains(got, "| lexical |") {

@@ -43,7 +43,8 @@ func (s *served) log() string {
 // serve starts `cardex serve ARGS` and waits until it listens or exits.
 func serve(t *testing.T, bin string, args ...string) *served {
 	t.Helper()
-	s := &served{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), exited: make(chan error, 1)}
+	// No HTTP listener unless asked for: a fixed port would collide.
+	s := &served{cmd: exec.Command(bin, append([]string{"serve", "--http-listen", ""}, args...)...), exited: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), "CARDEX_CATALOG_TOKEN=", "CARDEX_SERVICE_TOKENS=", "CARDEX_AGENT_TOKENS=")
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {

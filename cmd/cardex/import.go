@@ -10,9 +10,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/cardjson"
 	"github.com/seed0cff8200/cardex/internal/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/mcpimport"
 	"github.com/seed0cff8200/cardex/internal/openapiimport"
@@ -23,6 +27,7 @@ import (
 func importCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "import", Short: "Import cards from an MCP server's tools or an OpenAPI document"}
 	cmd.AddCommand(importMCPCmd(), importOpenAPICmd())
+	cmd.AddCommand(importSQLCmd()) // import_sql.go
 	return cmd
 }
 
@@ -45,16 +50,13 @@ func (f *importFlags) register(cmd *cobra.Command) {
 }
 
 func (f *importFlags) check() error {
-	if !cards.ValidName(f.tenant) {
-		return fmt.Errorf("--tenant is required ([A-Za-z0-9_.-]{1,128})")
+	if err := requireTenant(f.tenant); err != nil {
+		return err
 	}
 	if !cards.ValidName(f.server) {
-		return fmt.Errorf("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
+		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
 	}
-	if f.cf.output != "table" && f.cf.output != "json" {
-		return fmt.Errorf("--output %q: use table or json", f.cf.output)
-	}
-	return nil
+	return f.cf.check()
 }
 
 func importMCPCmd() *cobra.Command {
@@ -80,7 +82,7 @@ may name environment variables as ${VAR}.`,
 			u := upstream.Upstream{Server: f.server}
 			if upstreamsFile != "" {
 				if len(args) > 0 || command != "" || len(headers) > 0 || len(env) > 0 {
-					return fmt.Errorf("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
+					return usageError("--upstreams takes the connection from the file: give no URL, --command, --header or --env")
 				}
 				cfg, err := upstream.LoadConfig(upstreamsFile)
 				if err != nil {
@@ -95,11 +97,15 @@ may name environment variables as ${VAR}.`,
 				if len(args) > 0 {
 					u.URL = args[0]
 				}
-				u.Command = strings.Fields(command)
+				words, err := splitCommand(command)
+				if err != nil {
+					return usageError("--command: %v", err)
+				}
+				u.Command = words
 				for _, h := range headers {
 					k, v, ok := strings.Cut(h, ":")
 					if !ok {
-						return fmt.Errorf("--header %q: write 'Name: value'", h)
+						return usageError("--header %q: write 'Name: value'", h)
 					}
 					if u.Headers == nil {
 						u.Headers = map[string]string{}
@@ -109,7 +115,7 @@ may name environment variables as ${VAR}.`,
 				for _, e := range env {
 					k, v, ok := strings.Cut(e, "=")
 					if !ok {
-						return fmt.Errorf("--env %q: write NAME=value", e)
+						return usageError("--env %q: write NAME=value", e)
 					}
 					if u.Env == nil {
 						u.Env = map[string]string{}
@@ -123,18 +129,19 @@ may name environment variables as ${VAR}.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cf.timeout)
 			defer cancel()
-			cs, err := upstream.NewClient("cli").Connect(ctx, tr, nil)
+			cs, err := upstream.NewClient(buildinfo.Version()).Connect(ctx, tr, nil)
 			if err != nil {
 				return fmt.Errorf("connect to the MCP server: %w", err)
 			}
 			tools, pages, err := mcpimport.ListAll(ctx, cs)
+			entry, hasEntry := mcpimport.ServerInfo(f.tenant, f.server, cs.InitializeResult())
 			cs.Close()
 			if err != nil {
 				return fmt.Errorf("nothing imported: %w", err)
 			}
 			fmt.Fprintf(os.Stderr, "read %d tools in %d tools/list pages\n", len(tools), pages)
 			imported, skipped := mcpimport.ToCards(f.tenant, f.server, tools)
-			if err := runImport(cmd, &f, cards.KindMCPTool, imported, skipped); err != nil {
+			if err := runImport(cmd, &f, cards.KindMCPTool, imported, skipped, serverEntry(entry, hasEntry)); err != nil {
 				return err
 			}
 			if upstreamsFile == "" && !f.dryRun {
@@ -146,7 +153,7 @@ may name environment variables as ${VAR}.`,
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&headers, "header", nil, "HTTP header for the server, 'Name: value' (repeatable; ${VAR} is expanded)")
-	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split on spaces")
+	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split into words like a shell does ('quotes' and \\ escapes; nothing expanded)")
 	fl.StringArrayVar(&env, "env", nil, "environment for --command, NAME=value (repeatable; ${VAR} is expanded)")
 	fl.StringVar(&upstreamsFile, "upstreams", "", "take the connection from this upstreams file's entry for --server")
 	return cmd
@@ -178,7 +185,18 @@ revokes operations that vanished, like 'import mcp'.`,
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "read %d operations from %s\n", len(imported)+len(skipped), args[0])
-			return runImport(cmd, &f, cards.KindRESTOperation, imported, skipped)
+			entry, hasEntry := openapiimport.ServerInfo(doc, f.tenant, f.server)
+			if err := runImport(cmd, &f, cards.KindRESTOperation, imported, skipped, serverEntry(entry, hasEntry)); err != nil {
+				return err
+			}
+			if !f.dryRun {
+				u, relative := openapiimport.Upstream(doc, args[0], f.server)
+				fmt.Fprintf(os.Stderr, "for call_tool to reach these operations, register the API in the upstreams file of 'cardex serve --upstreams':\n%s", upstreamSnippet(u))
+				if relative {
+					fmt.Fprintf(os.Stderr, "  (the document's server %q is relative: write the API's scheme and host in base_url)\n", u.BaseURL)
+				}
+			}
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -190,18 +208,23 @@ revokes operations that vanished, like 'import mcp'.`,
 func upstreamSnippet(u upstream.Upstream) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  - server: %s\n", u.Server)
+	if u.UpstreamKind() == upstream.REST {
+		fmt.Fprintf(&b, "    kind: %s\n    base_url: %s\n", upstream.REST, u.BaseURL)
+	}
 	// entry prints one header or environment entry; a literal value (a
 	// secret, most likely) becomes a ${VAR} reference to set instead.
 	entry := func(k, v string) {
-		if strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}") {
+		if strings.Contains(v, "${") && strings.HasSuffix(v, "}") {
 			fmt.Fprintf(&b, "      %s: %q\n", k, v)
 			return
 		}
 		ref := "${" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(k)) + "}"
 		fmt.Fprintf(&b, "      %s: %q   # set %s in cardex serve's environment\n", k, ref, ref[2:len(ref)-1])
 	}
-	if u.URL != "" {
-		fmt.Fprintf(&b, "    url: %s\n", u.URL)
+	if u.URL != "" || u.BaseURL != "" {
+		if u.URL != "" {
+			fmt.Fprintf(&b, "    url: %s\n", u.URL)
+		}
 		if len(u.Headers) > 0 {
 			b.WriteString("    headers:\n")
 			for _, k := range slices.Sorted(maps.Keys(u.Headers)) {
@@ -224,8 +247,38 @@ func upstreamSnippet(u upstream.Upstream) string {
 	return b.String()
 }
 
+func serverEntry(si cards.ServerInfo, ok bool) *cards.ServerInfo {
+	if !ok {
+		return nil
+	}
+	return &si
+}
+
 // grpcCatalog is the catalogue of a running server, through CatalogService.
 type grpcCatalog struct{ c pb.CatalogServiceClient }
+
+func (g grpcCatalog) GetServer(ctx context.Context, tenant, name string) (cards.ServerInfo, error) {
+	resp, err := g.c.ListServers(ctx, &pb.ListServersRequest{Tenant: tenant, Name: name})
+	if status.Code(err) == codes.NotFound {
+		return cards.ServerInfo{}, fmt.Errorf("server %s: %w", name, cards.ErrNotFound)
+	}
+	if err != nil {
+		return cards.ServerInfo{}, err
+	}
+	if len(resp.Servers) != 1 {
+		return cards.ServerInfo{}, fmt.Errorf("server %s: the server answered %d entries", name, len(resp.Servers))
+	}
+	return apiconv.ServerInfoFromProto(resp.Servers[0]), nil
+}
+
+func (g grpcCatalog) PutServers(ctx context.Context, ss []cards.ServerInfo) error {
+	req := &pb.PutServersRequest{}
+	for i := range ss {
+		req.Servers = append(req.Servers, apiconv.ServerInfoToProto(&ss[i]))
+	}
+	_, err := g.c.PutServers(ctx, req)
+	return err
+}
 
 func (g grpcCatalog) List(ctx context.Context, tenant, server string) ([]cards.Card, error) {
 	var out []cards.Card
@@ -255,8 +308,10 @@ func (g grpcCatalog) Put(ctx context.Context, cs []cards.Card) error {
 }
 
 // runImport diffs the imported cards against the server's namespace, writes
-// the change in one atomic PutCards (unless --dry-run) and reports it.
-func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []cards.Card, skipped []mcpimport.Skipped) error {
+// the change in one atomic PutCards (unless --dry-run) and reports it. The
+// server entry the source describes (entry, when not nil) is diffed too
+// and written right after the cards, in a PutServers of its own.
+func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []cards.Card, skipped []mcpimport.Skipped, entry *cards.ServerInfo) error {
 	conn, ctx, cancel, err := f.cf.connect(cmd)
 	if err != nil {
 		return err
@@ -279,12 +334,38 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	if err != nil {
 		return err
 	}
+	var sch *catalogsync.ServerChange
+	if entry != nil {
+		c, err := catalogsync.PlanServer(ctx, cat, *entry)
+		if err != nil {
+			return err
+		}
+		sch = &c
+	}
+	return applyPlan(ctx, cat, f, plan, skipped, sch)
+}
+
+// importCatalog is where an import writes: cards and server entries.
+type importCatalog interface {
+	catalogsync.Catalog
+	catalogsync.ServerCatalog
+}
+
+// applyPlan writes an import's plan in one atomic PutCards (unless
+// --dry-run), then the server entry's change (sch, when not nil) in a
+// PutServers of its own, and reports both.
+func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped, sch *catalogsync.ServerChange) error {
 	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
 		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
 	}
 	if !f.dryRun {
 		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
 			return fmt.Errorf("nothing written: %w", err)
+		}
+		if sch != nil {
+			if err := catalogsync.ApplyServer(ctx, cat, *sch); err != nil {
+				return err
+			}
 		}
 	}
 	for _, s := range skipped {
@@ -301,24 +382,43 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	}
 	if f.cf.output == "json" {
 		type change struct {
-			Action string   `json:"action"`
-			Name   string   `json:"name"`
-			Fields []string `json:"fields,omitempty"`
+			Action string `json:"action"`
+			// Card is the card as it is (unchanged, kept revoked) or as it
+			// will be written, in the one JSON shape of a card.
+			Card   cardjson.Card `json:"card"`
+			Fields []string      `json:"fields,omitempty"`
+		}
+		type serverChange struct {
+			Action      string   `json:"action"`
+			Title       string   `json:"title,omitempty"`
+			Description string   `json:"description,omitempty"`
+			Fields      []string `json:"fields,omitempty"`
 		}
 		out := struct {
-			Tenant  string              `json:"tenant"`
-			Server  string              `json:"server"`
-			DryRun  bool                `json:"dry_run"`
-			Changes []change            `json:"changes"`
-			Counts  map[string]int      `json:"counts"`
-			Skipped []mcpimport.Skipped `json:"skipped,omitempty"`
+			Tenant      string              `json:"tenant"`
+			Server      string              `json:"server"`
+			DryRun      bool                `json:"dry_run"`
+			Changes     []change            `json:"changes"`
+			Counts      map[string]int      `json:"counts"`
+			Skipped     []mcpimport.Skipped `json:"skipped,omitempty"`
+			ServerEntry *serverChange       `json:"server_entry,omitempty"`
 		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}}
 		for _, c := range plan.Changes {
-			out.Changes = append(out.Changes, change{Action: string(c.Action), Name: c.Card.Name, Fields: c.Fields})
+			out.Changes = append(out.Changes, change{Action: string(c.Action), Card: cardjson.From(&c.Card), Fields: c.Fields})
+		}
+		if sch != nil {
+			out.ServerEntry = &serverChange{Action: string(sch.Action), Title: sch.Entry.Title, Description: sch.Entry.Description, Fields: sch.Fields}
 		}
 		return printPlainJSON(out)
 	}
-	rows := make([][]string, 0, len(plan.Changes))
+	rows := make([][]string, 0, len(plan.Changes)+1)
+	if sch != nil {
+		v := strconv.FormatInt(sch.Entry.Version, 10)
+		if sch.Action == catalogsync.Create {
+			v = "-"
+		}
+		rows = append(rows, []string{string(sch.Action), f.server, "(server entry)", v, strings.Join(sch.Fields, ",")})
+	}
 	for _, c := range plan.Changes {
 		v := strconv.FormatInt(c.Card.Version, 10)
 		if c.Action == catalogsync.Create {

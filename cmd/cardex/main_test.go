@@ -18,22 +18,37 @@ import (
 // the embedded store, apply the example catalogue, discover, describe,
 // authorize, stop with SIGTERM and start again on the same data directory.
 
-func buildBinary(t *testing.T) string {
+func buildBinary(t *testing.T, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cardex")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
 }
 
-var addrRE = regexp.MustCompile(`msg="cardex serving" addr=(\S+)`)
+var (
+	addrRE = regexp.MustCompile(`msg="cardex serving" addr=(\S+)`)
+	httpRE = regexp.MustCompile(`msg="agent surfaces" http=(\S+)`)
+)
 
 // startServer runs `cardex serve` and returns its address once it listens.
 func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	addr, _, stop = startServerHTTP(t, bin, dataDir)
+	return addr, stop
+}
+
+// startServerHTTP also returns the HTTP listener's address (on a free port
+// unless CARDEX_HTTP_LISTEN names one).
+func startServerHTTP(t *testing.T, bin, dataDir string, extra ...string) (addr, httpAddr string, stop func()) {
+	t.Helper()
+	args := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"}
+	if os.Getenv("CARDEX_HTTP_LISTEN") == "" {
+		args = append(args, "--http-listen", "127.0.0.1:0")
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +57,13 @@ func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 		t.Fatal(err)
 	}
 	found := make(chan string, 1)
+	foundHTTP := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			if m := httpRE.FindStringSubmatch(sc.Text()); m != nil {
+				foundHTTP <- m[1]
+			}
 			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
 			}
@@ -52,6 +71,7 @@ func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 	}()
 	select {
 	case addr = <-found:
+		httpAddr = <-foundHTTP // logged before the gRPC listener
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("server did not start within 30s")
@@ -76,7 +96,7 @@ func startServer(t *testing.T, bin, dataDir string) (addr string, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return addr, stop
+	return addr, httpAddr, stop
 }
 
 func run(t *testing.T, bin, addr string, args ...string) (string, int) {
@@ -111,9 +131,29 @@ func TestTourAndRestart(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`\d+ created, 0 updated, 0 unchanged`).MatchString(out) {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
+	if !strings.Contains(out, "server entries: 8 created, 0 updated, 0 unchanged") || !strings.Contains(out, "(server entry)") {
+		t.Errorf("apply should register the examples' 6 acme + 2 globex server entries:\n%s", out)
+	}
 	out, _ = run(t, bin, addr, "cards", "apply", "-f", "../../examples/")
-	if !strings.Contains(out, "0 created, 0 updated,") {
+	if !strings.Contains(out, "0 created, 0 updated,") || !strings.Contains(out, "server entries: 0 created, 0 updated, 8 unchanged") {
 		t.Fatalf("second apply should change nothing:\n%s", out)
+	}
+	out, code = run(t, bin, addr, "servers", "list", "--tenant", "acme")
+	for _, name := range []string{"analytics", "billing", "github", "infra", "orders", "support", "Helpdesk"} {
+		if code != 0 || !strings.Contains(out, name) {
+			t.Errorf("servers list: exit %d, no %s:\n%s", code, name, out)
+		}
+	}
+	out, code = run(t, bin, addr, "servers", "get", "github", "--tenant", "acme", "-o", "json")
+	var gh struct {
+		Name, Title, Description string
+		Version                  int64
+	}
+	if err := json.Unmarshal([]byte(out), &gh); code != 0 || err != nil || gh.Title != "GitHub" || gh.Version != 1 {
+		t.Errorf("servers get github: exit %d, %v: %+v\n%s", code, err, gh, out)
+	}
+	if _, code = run(t, bin, addr, "servers", "get", "nope", "--tenant", "acme"); code == 0 {
+		t.Error("servers get of a missing entry succeeded")
 	}
 
 	support := []string{"--tenant", "acme", "--scopes", "support:read,support:write,orders:read,billing:read"}
@@ -125,11 +165,12 @@ func TestTourAndRestart(t *testing.T) {
 		Tools []struct {
 			Card struct {
 				Server, Name   string
-				RequiredScopes []string `json:"requiredScopes"`
-				InputSchema    string   `json:"inputSchema"`
+				RequiredScopes []string        `json:"required_scopes"`
+				InputSchema    json.RawMessage `json:"input_schema"`
+				Version        int64           `json:"version"`
 			}
 		}
-		CandidateCount int `json:"candidateCount"`
+		CandidateCount int `json:"candidate_count"`
 	}
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("discover -o json: %v\n%s", err, out)
@@ -143,8 +184,8 @@ func TestTourAndRestart(t *testing.T) {
 				t.Errorf("support caller was shown %s/%s requiring %s", tool.Card.Server, tool.Card.Name, s)
 			}
 		}
-		if tool.Card.InputSchema == "" {
-			t.Errorf("%s/%s came without its schema", tool.Card.Server, tool.Card.Name)
+		if len(tool.Card.InputSchema) == 0 || tool.Card.InputSchema[0] != '{' || tool.Card.Version != 1 {
+			t.Errorf("%s/%s came without its schema as an object, or without its version: %s v%d", tool.Card.Server, tool.Card.Name, tool.Card.InputSchema, tool.Card.Version)
 		}
 	}
 
@@ -168,6 +209,14 @@ func TestTourAndRestart(t *testing.T) {
 	var list struct{ Cards []json.RawMessage }
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Cards) < 40 {
 		t.Fatalf("after restart want the catalogue back (40+ cards), got %d (%v)", len(list.Cards), err)
+	}
+	if out, code := run(t, bin, addr, "servers", "delete", "infra", "--tenant", "acme"); code != 0 || !strings.Contains(out, "deleted server entry acme/infra") {
+		t.Errorf("servers delete after restart: exit %d\n%s", code, out)
+	}
+	out, _ = run(t, bin, addr, "servers", "list", "--tenant", "acme", "-o", "json")
+	var servers struct{ Servers []struct{ Name string } }
+	if err := json.Unmarshal([]byte(out), &servers); err != nil || len(servers.Servers) != 5 {
+		t.Errorf("servers after one delete: %v %+v", err, servers)
 	}
 	out2, _ := run(t, bin, addr, append([]string{"discover", "refund the customer's invoice", "-o", "json"}, support...)...)
 	var resp2 struct {

@@ -98,7 +98,7 @@ func reindex(ctx context.Context, st cards.Store, emb embed.Embedder, missingOnl
 			break
 		}
 		for _, ch := range chs {
-			if !ch.Deleted {
+			if !ch.Deleted && !ch.Key.IsServer() {
 				keys = append(keys, ch.Key)
 			}
 		}
@@ -115,6 +115,11 @@ func reindex(ctx context.Context, st cards.Store, emb embed.Embedder, missingOnl
 				return res, fmt.Errorf("read embeddings: %w", err)
 			}
 		}
+		// The retriever embeds a card with its learned phrasings.
+		learned, err := st.Learned(ctx, part)
+		if err != nil {
+			return res, fmt.Errorf("read learned phrasings: %w", err)
+		}
 		var todo []cards.Embedding
 		var texts []string
 		for _, k := range part {
@@ -125,7 +130,7 @@ func reindex(ctx context.Context, st cards.Store, emb embed.Embedder, missingOnl
 			if err != nil {
 				return res, fmt.Errorf("read card %s: %w", k, err)
 			}
-			text := retriever.EmbeddingText(&c)
+			text := retriever.LearnedEmbeddingText(&c, learned[k])
 			hash := retriever.EmbeddingHash(text)
 			if s, ok := stored[k]; ok && s.TextHash == hash && len(s.Vector) == dim {
 				res.upToDate++

@@ -91,6 +91,14 @@ func seedStore(t *testing.T, n int) (dir string, all []cards.Card) {
 	if _, err := st.Put(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
+	// A server entry is no card, and a learned phrasing is part of its
+	// card's text, as the retriever embeds it.
+	if _, err := st.PutServers(context.Background(), []cards.ServerInfo{{Tenant: "acme", Name: "srv0", Title: "Server zero"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddLearned(context.Background(), all[1].Key(), "a phrasing learned from use"); err != nil {
+		t.Fatal(err)
+	}
 	// One deleted card must not be embedded.
 	extra := cards.Card{Tenant: "acme", Server: "srv0", Name: "gone", Summary: "Deleted."}
 	if _, err := st.Put(context.Background(), []cards.Card{extra}); err != nil {
@@ -161,7 +169,8 @@ func TestReindexOpenAI(t *testing.T) {
 	}
 	for _, k := range keys {
 		c, _ := st.Get(ctx, k)
-		if e := got[k]; e.TextHash != retriever.EmbeddingHash(retriever.EmbeddingText(&c)) || len(e.Vector) != 8 {
+		l, _ := st.Learned(ctx, []cards.Key{k})
+		if e := got[k]; e.TextHash != retriever.EmbeddingHash(retriever.LearnedEmbeddingText(&c, l[k])) || len(e.Vector) != 8 {
 			t.Fatalf("%s: stored hash %q, dim %d", k, e.TextHash, len(e.Vector))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/internal/agents"
 	"github.com/seed0cff8200/cardex/internal/audittrail"
+	"github.com/seed0cff8200/cardex/internal/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/pglog"
@@ -30,6 +31,7 @@ func serveCmd() *cobra.Command {
 		grace, syncEvery                               time.Duration
 	)
 	var httpListen, agentTokens, upstreamsFile string
+	var mcpStateless bool
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	var sf storeFlags    // --store, --database-url, --database-schema
 
@@ -94,6 +96,7 @@ func serveCmd() *cobra.Command {
 				Hash:        dlog.Hash,
 				RawQueries:  mode == discoverylog.QueryRaw,
 				Learner:     ret,
+				Store:       store, // imports a learned.jsonl of an earlier version once
 				Logger:      log,
 			}
 			if sf.pg != nil {
@@ -110,8 +113,9 @@ func serveCmd() *cobra.Command {
 			}
 			defer fb.Close()
 
-			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: "dev", DataDir: dataDir, Key: key,
-				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, TLS: secu.tls, Limiter: secu.limiter})
+			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
+				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless,
+				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter})
 			if err != nil {
 				return err
 			}
@@ -133,17 +137,17 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("audit trail: %w", err)
 			}
 			defer trail.Close()
+			// In postgres mode, State keeps health NOT_SERVING until the schema is current.
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
-				Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail, RPCTimeout: sec.rpcTimeout,
-				Warnings: warnings, ServerOptions: secu.opts})
-			sf.beforeServe(gs, hs) // postgres: NOT_SERVING until the schema is current
+				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
+				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts})
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
-			sf.start(ctx, ret, emb, gs, hs, syncEvery, log)
+			sf.start(ctx, ret, emb, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
 				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "service_tokens", secu.auth.Tokens.Len(),
-				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls)
+				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls, "version", buildinfo.Version())
 
 			select {
 			case err := <-errc:
@@ -178,12 +182,13 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding a token that CatalogService callers must present (env CARDEX_CATALOG_TOKEN)")
+	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding the token that CatalogService callers must present (or set the token itself in CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")
 	f.StringVar(&agentTokens, "agent-tokens", os.Getenv("CARDEX_AGENT_TOKENS"), "token file mapping agents' bearer tokens to tenant, subject and scopes, for /mcp and ExecutionService (env CARDEX_AGENT_TOKENS)")
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
+	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")
 	ef.register(cmd)
 	sf.register(cmd)
 	sec.register(cmd)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
@@ -35,9 +33,13 @@ type storeFlags struct {
 	poll              time.Duration
 	noListen          bool
 
-	pg   *postgres.Store // set by open in postgres mode
-	gate *schemaGate
+	pg    *postgres.Store // set by open in postgres mode
+	gate  *schemaGate
+	state *server.State // set by open: whether the replica can serve
 }
+
+// storeCheckEvery is how often a replica checks that PostgreSQL answers.
+const storeCheckEvery = time.Second
 
 func (sf *storeFlags) registerDatabase(cmd *cobra.Command) {
 	f := cmd.Flags()
@@ -50,7 +52,7 @@ func (sf *storeFlags) registerDatabase(cmd *cobra.Command) {
 func (sf *storeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&sf.kind, "store", envOr("CARDEX_STORE", storeEmbedded),
-		"embedded (bbolt in --data-dir) or postgres (--database-url; run `cardex migrate up` first) (env CARDEX_STORE)")
+		"embedded (bbolt in --data-dir) or postgres (--database-url; run 'cardex migrate up' first) (env CARDEX_STORE)")
 	sf.registerDatabase(cmd)
 	f.DurationVar(&sf.poll, "change-poll", replica.DefaultPoll,
 		"postgres: how often the change sequence is checked, so that other replicas' writes are seen even without a notification")
@@ -70,6 +72,7 @@ func (sf *storeFlags) openPostgres(log *slog.Logger) (*postgres.Store, error) {
 func (sf *storeFlags) open(dataDir string, log *slog.Logger) (cards.Store, error) {
 	switch sf.kind {
 	case storeEmbedded:
+		sf.state = server.NewState(nil)
 		return embedded.Open(dataDir)
 	case storePostgres:
 		pg, err := sf.openPostgres(log)
@@ -77,6 +80,7 @@ func (sf *storeFlags) open(dataDir string, log *slog.Logger) (cards.Store, error
 			return nil, err
 		}
 		sf.pg, sf.gate = pg, &schemaGate{Store: pg}
+		sf.state = server.NewState(errors.New("the database schema is not known to be current yet"))
 		return sf.gate, nil
 	default:
 		return nil, fmt.Errorf("--store %q: want embedded or postgres", sf.kind)
@@ -91,18 +95,11 @@ func (sf *storeFlags) retrieverOptions(emb embed.Embedder) []retriever.Option {
 	return []retriever.Option{retriever.WithVectors(pgvec.New(sf.pg, emb.Model(), emb.Dim()))}
 }
 
-// beforeServe: in postgres mode health starts NOT_SERVING.
-func (sf *storeFlags) beforeServe(gs *grpc.Server, hs *health.Server) {
-	if sf.pg != nil {
-		server.SetServing(gs, hs, false)
-	}
-}
-
 // start keeps the retriever current: the periodic sync in embedded mode; in
-// postgres mode, waiting for a current schema (health NOT_SERVING until
-// then), then following the other replicas' changes (LISTEN/NOTIFY plus
-// the change-sequence check).
-func (sf *storeFlags) start(ctx context.Context, ret *retriever.Retriever, emb embed.Embedder, gs *grpc.Server, hs *health.Server, syncEvery time.Duration, log *slog.Logger) {
+// postgres mode, waiting for a current schema (not serving until then: see
+// server.State), then following the other replicas' changes (LISTEN/NOTIFY
+// plus the change-sequence check) and checking that the database answers.
+func (sf *storeFlags) start(ctx context.Context, ret *retriever.Retriever, emb embed.Embedder, syncEvery time.Duration, log *slog.Logger) {
 	if sf.pg == nil {
 		go syncLoop(ctx, ret, syncEvery, log)
 		return
@@ -127,10 +124,43 @@ func (sf *storeFlags) start(ctx context.Context, ret *retriever.Retriever, emb e
 			case <-time.After(time.Second):
 			}
 		}
-		server.SetServing(gs, hs, true)
+		sf.state.SetSchema(nil)
 		log.Info("schema current; serving", "cards", ret.Len(), "seq", ret.Seq(), "schema", sf.pg.Schema())
+		go sf.watchStore(ctx, log)
 		(&replica.Follower{Store: sf.pg, View: ret, Poll: sf.poll, NoListen: sf.noListen, Log: log}).Run(ctx)
 	}()
+}
+
+// watchStore pings PostgreSQL every storeCheckEvery: while it does not
+// answer, the catalog service is NOT_SERVING and /readyz answers 503
+// (discovery goes on, degraded).
+func (sf *storeFlags) watchStore(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(storeCheckEvery)
+	defer t.Stop()
+	var last error
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := sf.pg.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && last == nil:
+			log.Warn("database unreachable: catalog NOT_SERVING, discovery degraded", "err", err)
+		case err == nil && last != nil:
+			log.Info("database reachable again: catalog SERVING")
+		}
+		if (err == nil) != (last == nil) {
+			sf.state.SetStore(err)
+		}
+		last = err
+	}
 }
 
 // waitForSchema polls until every migration of this binary is applied.
@@ -147,6 +177,7 @@ func (sf *storeFlags) waitForSchema(ctx context.Context, log *slog.Logger) bool 
 		if err.Error() != last {
 			log.Warn("not ready (health NOT_SERVING)", "reason", err)
 			last = err.Error()
+			sf.state.SetSchema(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -221,4 +252,46 @@ func (g *schemaGate) Embeddings(ctx context.Context, model string, keys []cards.
 		return nil, errNotReady
 	}
 	return g.Store.Embeddings(ctx, model, keys)
+}
+
+func (g *schemaGate) PutServers(ctx context.Context, ss []cards.ServerInfo) ([]cards.PutResult, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.PutServers(ctx, ss)
+}
+
+func (g *schemaGate) GetServer(ctx context.Context, tenant, name string) (cards.ServerInfo, error) {
+	if !g.ready.Load() {
+		return cards.ServerInfo{}, errNotReady
+	}
+	return g.Store.GetServer(ctx, tenant, name)
+}
+
+func (g *schemaGate) Servers(ctx context.Context, tenant string) ([]cards.ServerInfo, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.Servers(ctx, tenant)
+}
+
+func (g *schemaGate) DeleteServer(ctx context.Context, tenant, name string, v int64) error {
+	if !g.ready.Load() {
+		return errNotReady
+	}
+	return g.Store.DeleteServer(ctx, tenant, name, v)
+}
+
+func (g *schemaGate) AddLearned(ctx context.Context, k cards.Key, phrases ...string) (bool, error) {
+	if !g.ready.Load() {
+		return false, errNotReady
+	}
+	return g.Store.AddLearned(ctx, k, phrases...)
+}
+
+func (g *schemaGate) Learned(ctx context.Context, keys []cards.Key) (map[cards.Key][]string, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.Learned(ctx, keys)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -8,9 +9,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,7 +26,8 @@ func TestImportAndToolsCall(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	var calls atomic.Int64
-	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, &mcp.ServerOptions{PageSize: 1})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Title: "Team notes", Version: "1"},
+		&mcp.ServerOptions{PageSize: 1, Instructions: "Notes of the team, by title."})
 	schema := json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"],"additionalProperties":false}`)
 	srv.AddTool(&mcp.Tool{Name: "get_note", Description: "Show one note by its title. Returns the text.", InputSchema: schema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -50,7 +54,8 @@ func TestImportAndToolsCall(t *testing.T) {
 		return p
 	}
 	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
-  - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"]}
+  - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"], always_load: [notes/get_note, notes/delete_note]}
+  - {token: small-agent-token-0123, tenant: acme, subject: small-agent, scopes: ["notes:read"], disclosure: full}
 `))
 	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", "upstreams:\n  - {server: notes, url: "+up.URL+"}\n"))
 	// A free port for /mcp, so the test can connect an MCP client to it.
@@ -67,8 +72,11 @@ func TestImportAndToolsCall(t *testing.T) {
 	addr, _ := startServer(t, bin, filepath.Join(dir, "data"))
 
 	out, code := run(t, bin, addr, "import", "mcp", up.URL, "--server", "notes", "--tenant", "acme", "--scopes", "notes:read", "--dry-run")
-	if code != 0 || !strings.Contains(out, "dry run, nothing written: would be 2 created") {
+	if code != 0 || !strings.Contains(out, "dry run, nothing written: would be 2 created") || !regexp.MustCompile(`create +notes +\(server entry\)`).MatchString(out) {
 		t.Fatalf("import --dry-run: exit %d\n%s", code, out)
+	}
+	if _, code := run(t, bin, addr, "servers", "get", "notes", "--tenant", "acme"); code == 0 {
+		t.Error("--dry-run wrote the server entry")
 	}
 	out, code = run(t, bin, addr, "import", "mcp", "--upstreams", os.Getenv("CARDEX_UPSTREAMS"), "--server", "notes", "--tenant", "acme", "--scopes", "notes:read")
 	if code != 0 || !strings.Contains(out, "2 created, 0 updated, 0 revoked, 0 unchanged") {
@@ -76,23 +84,23 @@ func TestImportAndToolsCall(t *testing.T) {
 	}
 	// Idempotent through the running server too.
 	out, code = run(t, bin, addr, "import", "mcp", up.URL, "--server", "notes", "--tenant", "acme", "--scopes", "notes:read")
-	if code != 0 || !strings.Contains(out, "0 created, 0 updated, 0 revoked, 2 unchanged") {
+	if code != 0 || !strings.Contains(out, "0 created, 0 updated, 0 revoked, 2 unchanged") || !regexp.MustCompile(`unchanged +notes +\(server entry\) +1`).MatchString(out) {
 		t.Fatalf("re-import: exit %d\n%s", code, out)
+	}
+	// The initialize answer is the server entry.
+	out, code = run(t, bin, addr, "servers", "get", "notes", "--tenant", "acme", "-o", "json")
+	var entry struct{ Title, Description string }
+	if err := json.Unmarshal([]byte(out), &entry); code != 0 || err != nil || entry.Title != "Team notes" || entry.Description != "Notes of the team, by title." {
+		t.Errorf("servers get notes: exit %d, %v: %+v", code, err, entry)
 	}
 	// delete_note needs more than the agent holds.
 	out, code = run(t, bin, addr, "cards", "get", "notes/delete_note", "--tenant", "acme", "-o", "json")
 	if code != 0 {
 		t.Fatalf("cards get: %d", code)
 	}
+	// The printed card is a card file: change its scope and apply it again.
 	card := strings.Replace(out, `"notes:read"`, `"notes:admin"`, 1)
 	cardFile := write("delete_note.json", card)
-	var c map[string]any
-	_ = json.Unmarshal([]byte(card), &c)
-	delete(c, "updatedAt")
-	delete(c, "version")
-	b, _ := json.Marshal(map[string]any{"tenant": c["tenant"], "server": c["server"], "name": c["name"], "kind": c["kind"],
-		"summary": c["summary"], "required_scopes": []string{"notes:admin"}, "input_schema": json.RawMessage(c["inputSchema"].(string))})
-	_ = os.WriteFile(cardFile, b, 0o600)
 	if out, code = run(t, bin, addr, "cards", "apply", "-f", cardFile); code != 0 || !strings.Contains(out, "1 updated") {
 		t.Fatalf("apply: %d\n%s", code, out)
 	}
@@ -101,7 +109,7 @@ func TestImportAndToolsCall(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "get_note") || strings.Contains(out, "delete_note") {
 		t.Fatalf("tools search: exit %d\n%s", code, out)
 	}
-	if out, code = run(t, bin, addr, "tools", "describe", "get_note", "-o", "json"); code != 0 || !strings.Contains(out, `\"title\"`) {
+	if out, code = run(t, bin, addr, "tools", "describe", "get_note", "-o", "json"); code != 0 || !strings.Contains(out, `"input_schema": {`) {
 		t.Fatalf("tools describe: exit %d\n%s", code, out)
 	}
 
@@ -173,6 +181,80 @@ func TestImportAndToolsCall(t *testing.T) {
 		t.Fatalf("audit log: %v\n%s", err, audit)
 	}
 
+	// tools list prints what the token's disclosure lists: the meta-tools and
+	// the pins it may use, or every tool it may use; calls take the names.
+	var listed struct {
+		Disclosure string `json:"disclosure"`
+		Tools      []struct {
+			Name string `json:"name"`
+			Tool *struct {
+				Server, Name string
+			} `json:"tool"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	names := func() string {
+		var ns []string
+		for _, tl := range listed.Tools {
+			ns = append(ns, tl.Name)
+		}
+		return strings.Join(ns, " ")
+	}
+	out, code = run(t, bin, addr, "tools", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || code != 0 || listed.Disclosure != "progressive" ||
+		names() != "search_tools describe_tool call_tool notes__get_note" || listed.Tools[3].Tool.Name != "get_note" ||
+		compactJSON(string(listed.Tools[3].InputSchema)) != `{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"}` {
+		t.Fatalf("tools list: exit %d, %v\n%s", code, err, out)
+	}
+	if out, code = run(t, bin, addr, "tools", "list", "--token", "small-agent-token-0123"); code != 0 ||
+		!strings.Contains(out, "notes__get_note  notes/get_note") || strings.Contains(out, "search_tools") || !strings.Contains(out, "1 tools listed (full disclosure)") {
+		t.Fatalf("tools list (full): exit %d\n%s", code, out)
+	}
+	if out, code = run(t, bin, addr, "tools", "call", "notes__get_note", "--args", `{"title": "by name"}`); code != 0 || !strings.Contains(out, "note by name") {
+		t.Fatalf("tools call notes__get_note: exit %d\n%s", code, out)
+	}
+	audit, _ = os.ReadFile(filepath.Join(dir, "data", "audit.jsonl"))
+	if !strings.Contains(string(audit), `"via":"grpc","disclosure":"progressive"`) {
+		t.Fatalf("audit log: %s", audit)
+	}
+
+	// Over /mcp the pin is listed; a session is told when its card is revoked
+	// through the CatalogService.
+	changed := make(chan struct{}, 4)
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	lres, err := cs2.ListTools(context.Background(), nil)
+	if err != nil || len(lres.Tools) != 4 || lres.Tools[3].Name != "notes__get_note" {
+		t.Fatalf("tools/list over /mcp: %v %+v", err, lres)
+	}
+	if out, code = run(t, bin, addr, "cards", "get", "notes/get_note", "--tenant", "acme", "-o", "json"); code != 0 {
+		t.Fatalf("cards get: %d", code)
+	}
+	// cards get -o json is a card file: change the status and apply it.
+	var noteCard map[string]any
+	if err := json.Unmarshal([]byte(out), &noteCard); err != nil {
+		t.Fatalf("cards get -o json: %v\n%s", err, out)
+	}
+	noteCard["status"] = "revoked"
+	delete(noteCard, "version")
+	revoked, _ := json.Marshal(noteCard)
+	if out, code = run(t, bin, addr, "cards", "apply", "-f", write("get_note.json", string(revoked))); code != 0 || !strings.Contains(out, "1 updated") {
+		t.Fatalf("revoke get_note: %d\n%s", code, out)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the pin's card was revoked")
+	}
+	if lres, err = cs2.ListTools(context.Background(), nil); err != nil || len(lres.Tools) != 3 {
+		t.Fatalf("tools/list after the revocation: %v %+v", err, lres)
+	}
+
 	// Without a token the agent is nobody.
 	t.Setenv("CARDEX_AGENT_TOKEN", "")
 	if _, code = run(t, bin, addr, "tools", "search", "note"); code == 0 {
@@ -186,4 +268,14 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// compactJSON is s with the insignificant white space of JSON taken out
+// (s as it is when it is not JSON).
+func compactJSON(s string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return s
+	}
+	return b.String()
 }

@@ -15,9 +15,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/mcpfront"
 	"github.com/seed0cff8200/cardex/internal/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/rest"
+	"github.com/seed0cff8200/cardex/internal/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -36,14 +39,21 @@ type Config struct {
 	// TokenFile maps bearer tokens to callers. Empty: no agent surface
 	// accepts a call (every request is Unauthenticated).
 	TokenFile string
-	// UpstreamsFile registers the upstream MCP servers. Empty: nothing can
-	// be called.
+	// UpstreamsFile registers the upstreams: MCP servers and REST APIs.
+	// Empty: nothing can be called.
 	UpstreamsFile string
-	// HTTPListen is the address of the /mcp listener; empty: no listener.
-	// There is no listener without a TokenFile either.
+	// HTTPListen is the address of the HTTP listener (/mcp, /healthz,
+	// /readyz); empty: no listener. Without a TokenFile it serves no /mcp.
 	HTTPListen string
-	// TLS, when set, serves /mcp over TLS (and mutual TLS when it asks for
-	// client certificates).
+	// MCPStateless serves /mcp without sessions (see mcpfront.Config).
+	MCPStateless bool
+	// Health, when set, answers /healthz and /readyz on the HTTP listener.
+	Health http.Handler
+	// Serving, when set, holds /mcp (503) until it returns nil: until the
+	// replica's view of the catalogue can be trusted.
+	Serving func() error
+	// TLS, when set, serves the HTTP listener over TLS (and mutual TLS when
+	// it asks for client certificates).
 	TLS *tls.Config
 	// Limiter rate-limits /mcp per agent (429 with Retry-After).
 	Limiter *ratelimit.Limiter
@@ -55,8 +65,11 @@ type Surfaces struct {
 	gw       *gateway.Gateway
 	tokens   *tokens.Table
 	registry *upstream.Registry
+	sql      *sqlquery.Pools
+	rest     *rest.Executor
 	audit    *upstream.Audit
 	http     *http.Server
+	front    *mcpfront.Front
 	lis      net.Listener
 	errc     chan error
 }
@@ -95,33 +108,54 @@ func Open(cfg Config) (*Surfaces, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	s.audit = audit
-	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log}
-	switch {
-	case cfg.HTTPListen == "":
-	case cfg.TokenFile == "":
-		// Without a token file every request would be refused: no listener.
-		log.Info("MCP front off: no agent token file (--agent-tokens)")
-	default:
+	s.sql = sqlquery.New(ucfg, log) // the SQL entries of the same file
+	s.rest = rest.New(ucfg, cfg.Version, log)
+	s.gw = &gateway.Gateway{Retriever: cfg.Retriever, Upstreams: reg, Audit: audit, Log: log, SQL: s.sql,
+		Executors: map[cards.Kind]gateway.Executor{cards.KindRESTOperation: s.rest}}
+	if cfg.HTTPListen != "" {
 		lis, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("--http-listen: %w", err)
+			return nil, fmt.Errorf("--http-listen: %w (choose another address, or --http-listen '' for no HTTP listener)", err)
 		}
 		if cfg.TLS != nil {
 			lis = tls.NewListener(lis, cfg.TLS)
 		}
 		s.lis = lis
 		mux := http.NewServeMux()
-		front := mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version})
-		mux.Handle(mcpfront.Path, cfg.Limiter.HTTP(s.agent, gateway.CallTool, front))
+		if cfg.Health != nil {
+			mux.Handle("/healthz", cfg.Health)
+			mux.Handle("/readyz", cfg.Health)
+		}
+		if cfg.TokenFile != "" {
+			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})
+			mux.Handle(mcpfront.Path, cfg.Limiter.HTTP(s.agent, gateway.CallTool, whenServing(cfg.Serving, s.front)))
+		} else {
+			// Without a token file every request would be refused.
+			log.Info("MCP front off: no agent token file (--agent-tokens)")
+		}
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
-	log.Info("agent surfaces", "mcp", s.Addr(), "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
+	log.Info("agent surfaces", "http", s.Addr(), "mcp", cfg.TokenFile != "" && s.lis != nil, "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
 	return s, nil
 }
 
-// Addr is the /mcp listener's address ("" when there is none).
+// whenServing answers 503 while serving says why not.
+func whenServing(serving func() error, h http.Handler) http.Handler {
+	if serving == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := serving(); err != nil {
+			http.Error(w, "not serving yet: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Addr is the HTTP listener's address ("" when there is none).
 func (s *Surfaces) Addr() string {
 	if s.lis == nil {
 		return ""
@@ -167,12 +201,17 @@ func (s *Surfaces) Serve() {
 func (s *Surfaces) Err() <-chan error { return s.errc }
 
 // Shutdown stops accepting /mcp requests and waits for in-flight ones until
-// ctx ends, then closes what is left.
+// ctx ends, then closes the sessions (ending their streams) and what is left.
 func (s *Surfaces) Shutdown(ctx context.Context) error {
 	if s.http == nil {
 		return nil
 	}
-	err := s.http.Shutdown(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.http.Shutdown(ctx) }()
+	if s.front != nil {
+		s.front.Drain(ctx)
+	}
+	err := <-done
 	if err != nil {
 		s.http.Close()
 	}
@@ -182,6 +221,9 @@ func (s *Surfaces) Shutdown(ctx context.Context) error {
 // Close closes the upstream sessions and the audit log.
 func (s *Surfaces) Close() error {
 	var errs []error
+	if s.front != nil {
+		s.front.Close()
+	}
 	if s.http != nil {
 		errs = append(errs, s.http.Close())
 	} else if s.lis != nil {
@@ -189,6 +231,12 @@ func (s *Surfaces) Close() error {
 	}
 	if s.registry != nil {
 		errs = append(errs, s.registry.Close())
+	}
+	if s.sql != nil {
+		s.sql.Close()
+	}
+	if s.rest != nil {
+		s.rest.Close()
 	}
 	if s.audit != nil {
 		errs = append(errs, s.audit.Close())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -13,6 +14,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
 	"github.com/seed0cff8200/cardex/internal/gateway"
+	"github.com/seed0cff8200/cardex/internal/mcpfront"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -21,6 +23,14 @@ import (
 
 // MaxResultBytes bounds a forwarded result returned over gRPC.
 const MaxResultBytes = 32 << 20
+
+// An uncertain outcome (a non-idempotent call that timed out or lost its
+// connection after it was sent) is answered with codes.Unknown and an
+// ErrorInfo of this reason and domain.
+const (
+	ReasonUncertain = "OUTCOME_UNCERTAIN"
+	ErrorDomain     = "cardex"
+)
 
 type execution struct {
 	pb.UnimplementedExecutionServiceServer
@@ -31,6 +41,15 @@ type execution struct {
 
 // caller is the identity of the bearer token in the call's metadata.
 func (s *execution) caller(ctx context.Context) (retriever.Caller, error) {
+	id, err := s.identity(ctx)
+	if err != nil {
+		return retriever.Caller{}, err
+	}
+	return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+}
+
+// identity is the token's whole identity, disclosure mode included.
+func (s *execution) identity(ctx context.Context) (tokens.Identity, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var header string
 	if v := md.Get("authorization"); len(v) > 0 {
@@ -38,15 +57,15 @@ func (s *execution) caller(ctx context.Context) (retriever.Caller, error) {
 	}
 	if header == "" {
 		if id, ok := s.tokens.Anonymous(); ok {
-			return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+			return id, nil
 		}
-		return retriever.Caller{}, status.Error(codes.Unauthenticated, "ExecutionService needs an agent token: authorization: Bearer TOKEN")
+		return tokens.Identity{}, status.Error(codes.Unauthenticated, "ExecutionService needs an agent token: authorization: Bearer TOKEN")
 	}
 	id, ok := s.tokens.Lookup(tokens.BearerToken(header))
 	if !ok {
-		return retriever.Caller{}, status.Error(codes.Unauthenticated, "unknown agent token")
+		return tokens.Identity{}, status.Error(codes.Unauthenticated, "unknown agent token")
 	}
-	return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
+	return id, nil
 }
 
 func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSearchToolsRequest) (*pb.ExecutionServiceSearchToolsResponse, error) {
@@ -54,14 +73,31 @@ func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSea
 	if err != nil {
 		return nil, err
 	}
+	out := &pb.ExecutionServiceSearchToolsResponse{}
+	if len(req.GetIntents()) > 0 {
+		rows, abstained, err := s.gw.SearchIntents(ctx, c, req.GetQuery(), req.GetIntents(), int(req.GetLimit()))
+		if err != nil {
+			return nil, s.status("SearchTools", err)
+		}
+		out.Abstained = abstained
+		for _, r := range rows {
+			out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
+			m := &pb.SearchMatch{Confidence: r.Confidence}
+			for _, i := range r.Intents {
+				m.Intents = append(m.Intents, int32(i))
+			}
+			out.Matches = append(out.Matches, m)
+		}
+		return out, nil
+	}
 	rows, err := s.gw.Search(ctx, c, req.GetQuery(), int(req.GetLimit()))
 	if err != nil {
 		return nil, s.status("SearchTools", err)
 	}
-	out := &pb.ExecutionServiceSearchToolsResponse{}
 	for _, r := range rows {
 		out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
 	}
+	out.Abstained = req.GetQuery() != "" && len(rows) == 0
 	return out, nil
 }
 
@@ -82,11 +118,12 @@ func (s *execution) DescribeTool(ctx context.Context, req *pb.ExecutionServiceDe
 }
 
 func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.CallToolResponse, error) {
-	c, err := s.caller(ctx)
+	id, err := s.identity(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.gw.Call(ctx, c, "grpc", req.GetName(), req.GetServer(), json.RawMessage(req.GetArgumentsJson()))
+	c := retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}
+	res, err := s.gw.Call(ctx, c, gateway.Origin{Via: gateway.ViaGRPC, Disclosure: id.Disclosure}, req.GetName(), req.GetServer(), json.RawMessage(req.GetArgumentsJson()))
 	if err != nil {
 		return nil, s.status("CallTool", err)
 	}
@@ -97,12 +134,67 @@ func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.
 	if len(b) > MaxResultBytes {
 		return nil, status.Errorf(codes.ResourceExhausted, "the result of %s/%s is %d bytes; the limit is %d", res.Tool.Server, res.Tool.Name, len(b), MaxResultBytes)
 	}
-	return &pb.CallToolResponse{
+	out := &pb.CallToolResponse{
 		ExecutionId: res.ExecutionID,
 		Tool:        &pb.ToolRef{Server: res.Tool.Server, Name: res.Tool.Name},
 		ResultJson:  string(b),
 		IsError:     res.Result.IsError,
-	}, nil
+	}
+	if q := res.Query; q != nil {
+		out.Query = &pb.QueryReceipt{RowCount: int64(q.RowCount), Complete: q.Complete, IncompleteReason: q.IncompleteReason, Error: q.Error}
+	}
+	return out, nil
+}
+
+func (s *execution) ListTools(ctx context.Context, req *pb.ExecutionServiceListToolsRequest) (*pb.ExecutionServiceListToolsResponse, error) {
+	id, err := s.identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := mcpfront.List(ctx, s.gw, id)
+	if err != nil {
+		return nil, s.status("ListTools", err)
+	}
+	page, next, err := mcpfront.Page(list, id.Disclosure, req.GetCursor(), mcpfront.DefaultPageSize)
+	if err != nil {
+		return nil, s.status("ListTools", err)
+	}
+	out := &pb.ExecutionServiceListToolsResponse{Disclosure: id.Disclosure, NextCursor: next}
+	for _, l := range page {
+		t := &pb.ListedTool{Name: l.Tool.Name, Description: l.Tool.Description}
+		if l.Card != nil {
+			t.Tool = &pb.ToolRef{Server: l.Card.Server, Name: l.Card.Name}
+			t.Annotations = apiconv.CardToProto(l.Card, false).GetAnnotations()
+		} else if a := l.Tool.Annotations; a != nil {
+			t.Annotations = &pb.Annotations{Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
+			if a.ReadOnlyHint {
+				t.Annotations.ReadOnly = &a.ReadOnlyHint
+			}
+			if a.IdempotentHint {
+				t.Annotations.Idempotent = &a.IdempotentHint
+			}
+		}
+		if t.InputSchema, err = schemaText(l.Tool.InputSchema); err == nil {
+			t.OutputSchema, err = schemaText(l.Tool.OutputSchema)
+		}
+		if err != nil {
+			return nil, s.status("ListTools", err)
+		}
+		out.Tools = append(out.Tools, t)
+	}
+	return out, nil
+}
+
+// schemaText is a listed schema as JSON text ("" for none).
+func schemaText(v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		return string(raw), nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // status maps the gateway's errors to gRPC codes.
@@ -127,6 +219,16 @@ func (s *execution) status(method string, err error) error {
 			return status.Error(codes.DeadlineExceeded, ce.Error())
 		case upstream.KindUnreachable:
 			return status.Error(codes.Unavailable, ce.Error())
+		case upstream.KindTooLarge:
+			return status.Error(codes.ResourceExhausted, ce.Error())
+		case upstream.KindUncertain:
+			// Unknown, and said so in a machine-readable way: the call may
+			// or may not have taken effect.
+			st, derr := status.New(codes.Unknown, ce.Error()).WithDetails(&errdetails.ErrorInfo{Reason: ReasonUncertain, Domain: ErrorDomain})
+			if derr != nil {
+				return status.Error(codes.Unknown, ce.Error())
+			}
+			return st.Err()
 		default:
 			return status.Error(codes.Unknown, ce.Error())
 		}

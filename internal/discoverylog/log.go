@@ -47,19 +47,24 @@ type Returned struct {
 
 // Entry is one discovery as logged.
 type Entry struct {
-	ID             string     `json:"id"`
-	Time           time.Time  `json:"time"`
-	Tenant         string     `json:"tenant"`
-	SubjectHash    string     `json:"subject_hash,omitempty"`
-	SessionID      string     `json:"session_id,omitempty"`
-	Query          string     `json:"query,omitempty"`
-	QueryHash      string     `json:"query_hash,omitempty"`
+	ID          string    `json:"id"`
+	Time        time.Time `json:"time"`
+	Tenant      string    `json:"tenant"`
+	SubjectHash string    `json:"subject_hash,omitempty"`
+	SessionID   string    `json:"session_id,omitempty"`
+	Query       string    `json:"query,omitempty"`
+	QueryHash   string    `json:"query_hash,omitempty"`
+	// Intents are given to Append in clear and recorded as the query is:
+	// raw here, hashed in IntentHashes, or not at all.
+	Intents        []string   `json:"intents,omitempty"`
+	IntentHashes   []string   `json:"intent_hashes,omitempty"`
 	TopK           int        `json:"top_k"`
 	Returned       []Returned `json:"returned"`
 	CandidateCount int        `json:"candidate_count"`
 	LatencyMS      float64    `json:"latency_ms"`
 	LowConfidence  bool       `json:"low_confidence,omitempty"`
 	Degraded       bool       `json:"degraded,omitempty"`
+	Abstained      bool       `json:"abstained,omitempty"`
 }
 
 // Sink receives every entry as logged (subject and query already hashed or
@@ -127,15 +132,21 @@ func (l *Log) Hash(s string) string {
 	return hex.EncodeToString(m.Sum(nil)[:12])
 }
 
-// Append records one discovery. subject and query are given in clear and
-// recorded as the log's mode says (the subject is always hashed).
+// Append records one discovery. subject, query and e.Intents are given in
+// clear and recorded as the log's mode says (the subject is always hashed).
 func (l *Log) Append(e Entry, subject, query string) error {
 	e.SubjectHash = l.Hash(subject)
+	intents := e.Intents
+	e.Intents = nil
 	switch l.mode {
 	case QueryRaw:
 		e.Query = query
+		e.Intents = intents
 	case QueryHash:
 		e.QueryHash = l.Hash(query)
+		for _, in := range intents {
+			e.IntentHashes = append(e.IntentHashes, l.Hash(in))
+		}
 	}
 	b, err := json.Marshal(e)
 	if err != nil {

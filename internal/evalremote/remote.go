@@ -117,12 +117,13 @@ func (r *Remote) Register(ctx context.Context, cat *eval.Catalog) error {
 }
 
 // Discover implements eval.Backend.
-func (r *Remote) Discover(ctx context.Context, s eval.Search) ([][2]string, error) {
+func (r *Remote) Discover(ctx context.Context, s eval.Search) ([]eval.Found, error) {
 	req := &pb.DiscoverToolsRequest{
-		Caller: &pb.Caller{Tenant: s.Tenant, Subject: "eval"},
-		Query:  s.Query,
-		TopK:   int32(s.TopK),
-		Fusion: s.Fusion,
+		Caller:  &pb.Caller{Tenant: s.Tenant, Subject: "eval"},
+		Query:   s.Query,
+		Intents: s.Intents,
+		TopK:    int32(s.TopK),
+		Fusion:  s.Fusion,
 	}
 	if s.AlphaSet {
 		alpha := s.Alpha
@@ -134,9 +135,13 @@ func (r *Remote) Discover(ctx context.Context, s eval.Search) ([][2]string, erro
 	if err != nil {
 		return nil, err
 	}
-	out := make([][2]string, 0, len(resp.Tools))
+	out := make([]eval.Found, 0, len(resp.Tools))
 	for _, t := range resp.Tools {
-		out = append(out, [2]string{t.GetCard().GetServer(), t.GetCard().GetName()})
+		f := eval.Found{Key: [2]string{t.GetCard().GetServer(), t.GetCard().GetName()}}
+		for _, a := range t.GetAlternatives() {
+			f.Alternatives = append(f.Alternatives, [2]string{a.GetServer(), a.GetName()})
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }

@@ -3,7 +3,9 @@
 // recent shortlist of the session held) and low-confidence discoveries. It
 // keeps a bounded memory of recent discoveries to judge them, appends every
 // signal to a JSON Lines file, and turns confirmed outcomes into learned
-// phrasings.
+// phrasings. Those live in the store (cards.Store.AddLearned), shared by
+// every replica; a learned.jsonl of an earlier version is imported into the
+// store once (ImportLearned).
 package feedback
 
 import (
@@ -55,19 +57,28 @@ type Event struct {
 
 // Discovery is what the recorder remembers of one DiscoverTools answer.
 type Discovery struct {
-	ID            string
-	Tenant        string
-	Subject       string
-	SessionID     string
-	Query         string
-	Returned      []Tool
+	ID        string
+	Tenant    string
+	Subject   string
+	SessionID string
+	Query     string
+	Returned  []Tool
+	// Intents are, per returned tool, the request's intents whose ranked
+	// lists reached it: what a used tool learns instead of the query.
+	Intents       map[Tool][]string
 	LowConfidence bool
 	Time          time.Time
 }
 
-// Learner turns confirmed queries into learned phrasings (the retriever).
+// Learner turns confirmed queries into learned phrasings (the retriever,
+// which writes them to the store).
 type Learner interface {
 	Learn(ctx context.Context, k cards.Key, phrases ...string) (bool, error)
+}
+
+// LearnedStore is where learned phrasings live (a cards.Store).
+type LearnedStore interface {
+	AddLearned(ctx context.Context, k cards.Key, phrases ...string) (bool, error)
 }
 
 // Limits of the memory of recent discoveries.
@@ -81,8 +92,13 @@ const (
 type Config struct {
 	// Path of the JSON Lines feedback log.
 	Path string
-	// LearnedPath, if set, persists learned phrasings for replay at start.
+	// LearnedPath, if set, names the learned-phrasings log that earlier
+	// versions kept per replica (learned.jsonl). When the file exists, New
+	// imports it into Store once (see ImportLearned) and renames it to
+	// LearnedPath + ".imported". Nothing writes it any more.
 	LearnedPath string
+	// Store receives the imported phrasings; needed when LearnedPath exists.
+	Store LearnedStore
 	// Hash pseudonymises subjects and queries (the discovery log's keyed hash).
 	Hash func(string) string
 	// RawQueries: queries are kept in clear in the log and may be learned.
@@ -106,14 +122,23 @@ type Recorder struct {
 	sessions map[string][]string // tenant + subject + session → latest discovery ids
 	out      *os.File
 	w        *bufio.Writer
-	learned  *os.File
+
+	stopImport context.CancelFunc
+	imported   chan struct{} // closed when the import is done or given up
 }
 
 // ErrUnknownDiscovery: the id is not one of the caller's recent discoveries.
 var ErrUnknownDiscovery = fmt.Errorf("discovery_id is not a recent discovery of this caller (outcomes are accepted for %s): %w", RememberFor, cards.ErrNotFound)
 
-// New opens the feedback log (and the learned-phrasings log, replaying it
-// into the learner).
+// ImportRetry is how often an import of learned.jsonl that the store could
+// not take (unavailable, e.g. a replica whose database schema is not current
+// yet) is tried again.
+const ImportRetry = 2 * time.Second
+
+// New opens the feedback log and, when cfg.LearnedPath exists, imports it
+// into cfg.Store: at once if the store takes it, otherwise in the
+// background every ImportRetry while the store is unavailable (the file
+// stays until an import succeeds, so nothing learned is lost).
 func New(ctx context.Context, cfg Config) (*Recorder, error) {
 	if cfg.Hash == nil {
 		return nil, errors.New("feedback: Hash is required")
@@ -124,49 +149,112 @@ func New(ctx context.Context, cfg Config) (*Recorder, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	r := &Recorder{cfg: cfg, log: cfg.Logger, recent: map[string]*Discovery{}, sessions: map[string][]string{}}
+	r := &Recorder{cfg: cfg, log: cfg.Logger, recent: map[string]*Discovery{}, sessions: map[string][]string{}, imported: make(chan struct{})}
+	legacy := false
+	if cfg.LearnedPath != "" {
+		if _, err := os.Stat(cfg.LearnedPath); err == nil {
+			legacy = true
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if legacy && cfg.Store == nil {
+		return nil, errors.New("feedback: importing " + cfg.LearnedPath + " needs Store")
+	}
 	f, err := os.OpenFile(cfg.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	r.out, r.w = f, bufio.NewWriter(f)
-	if cfg.LearnedPath != "" {
-		if err := r.replayLearned(ctx); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if r.learned, err = os.OpenFile(cfg.LearnedPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if !legacy {
+		close(r.imported)
+		return r, nil
+	}
+	err = r.importLearned(ctx)
+	switch {
+	case err == nil:
+		close(r.imported)
+	case errors.Is(err, cards.ErrUnavailable):
+		r.log.Warn("learned phrasings: the store is unavailable; the import of "+cfg.LearnedPath+" is retried in the background", "err", err)
+		ictx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r.stopImport = cancel
+		go r.retryImport(ictx)
+	default:
+		f.Close()
+		return nil, err
 	}
 	return r, nil
 }
 
-// learnedLine is one line of the learned-phrasings log.
+func (r *Recorder) retryImport(ctx context.Context) {
+	defer close(r.imported)
+	t := time.NewTicker(ImportRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := r.importLearned(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, cards.ErrUnavailable) {
+			r.log.Error("learned phrasings: import failed; "+r.cfg.LearnedPath+" is kept for the next start", "err", err)
+			return
+		}
+	}
+}
+
+// WaitImported blocks until the import of a learned.jsonl is done (or given
+// up), or ctx ends.
+func (r *Recorder) WaitImported(ctx context.Context) error {
+	select {
+	case <-r.imported:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Recorder) importLearned(ctx context.Context) error {
+	n, skipped, err := ImportLearned(ctx, r.cfg.LearnedPath, r.cfg.Store, r.log)
+	if err != nil {
+		return err
+	}
+	r.log.Info("learned phrasings imported into the store", "from", r.cfg.LearnedPath, "cards", n, "skipped_missing_cards", skipped,
+		"renamed_to", r.cfg.LearnedPath+".imported")
+	return nil
+}
+
+// learnedLine is one line of an earlier version's learned-phrasings log.
 type learnedLine struct {
 	Key    cards.Key `json:"key"`
 	Phrase string    `json:"phrase"`
 }
 
-func (r *Recorder) replayLearned(ctx context.Context) error {
-	f, err := os.Open(r.cfg.LearnedPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+// ImportLearned adds the phrasings of a learned.jsonl (the per-replica log
+// of earlier versions: one {"key": …, "phrase": …} per line) to the store,
+// card by card in the order first seen, under the store's rule (so an
+// import run twice adds nothing twice), then renames the file to path +
+// ".imported". Cards that no longer exist are skipped and counted; a line
+// that does not decode ends the file (a crash may have cut the last one).
+// On any store error the file is left as it is, to be imported again.
+func ImportLearned(ctx context.Context, path string, store LearnedStore, log *slog.Logger) (imported, skipped int, err error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	defer f.Close()
 	byKey := map[cards.Key][]string{}
 	var keys []cards.Key
 	dec := json.NewDecoder(f)
-	for {
+	for line := 1; ; line++ {
 		var l learnedLine
 		if err := dec.Decode(&l); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			r.log.Warn("learned phrasings log: stopping replay at a bad line", "err", err)
+			log.Warn("learned phrasings log: stopping at a bad entry", "file", path, "entry", line, "err", err)
 			break
 		}
 		if _, ok := byKey[l.Key]; !ok {
@@ -174,18 +262,22 @@ func (r *Recorder) replayLearned(ctx context.Context) error {
 		}
 		byKey[l.Key] = append(byKey[l.Key], l.Phrase)
 	}
-	if r.cfg.Learner == nil {
-		return nil
-	}
+	f.Close()
 	for _, k := range keys {
-		if _, err := r.cfg.Learner.Learn(ctx, k, byKey[k]...); err != nil {
-			return fmt.Errorf("replay learned phrasings: %w", err)
+		_, err := store.AddLearned(ctx, k, byKey[k]...)
+		switch {
+		case errors.Is(err, cards.ErrNotFound):
+			skipped++
+		case err != nil:
+			return imported, skipped, fmt.Errorf("import %s: card %s: %w", path, k, err)
+		default:
+			imported++
 		}
 	}
-	if len(keys) > 0 {
-		r.log.Info("learned phrasings replayed", "cards", len(keys))
+	if err := os.Rename(path, path+".imported"); err != nil {
+		return imported, skipped, fmt.Errorf("import %s: imported, but: %w", path, err)
 	}
-	return nil
+	return imported, skipped, nil
 }
 
 // sessionKey names a session: one subject's conversation within a tenant.
@@ -289,25 +381,23 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 	e := r.event(TypeOutcome, d, used, miss)
 	e.NoneFit = noneFit
 	r.write(e)
-	query := d.Query
+	// The phrasing to learn: the intents that reached the tool (each one
+	// part of the task, in the orchestrator's words), else the query.
+	var phrases []string
+	if used != nil {
+		phrases = d.Intents[*used]
+	}
+	if len(phrases) == 0 && d.Query != "" {
+		phrases = []string{d.Query}
+	}
 	r.mu.Unlock()
 
-	if used == nil || !r.cfg.RawQueries || r.cfg.Learner == nil || query == "" {
+	if used == nil || !r.cfg.RawQueries || r.cfg.Learner == nil || len(phrases) == 0 {
 		return miss, nil
 	}
 	k := cards.Key{Tenant: tenant, Server: used.Server, Name: used.Name}
-	changed, err := r.cfg.Learner.Learn(ctx, k, query)
-	if err != nil {
+	if _, err := r.cfg.Learner.Learn(ctx, k, phrases...); err != nil {
 		return miss, fmt.Errorf("learn from outcome: %w", err)
-	}
-	if changed && r.learned != nil {
-		b, _ := json.Marshal(learnedLine{Key: k, Phrase: query})
-		r.mu.Lock()
-		_, err = r.learned.Write(append(b, '\n'))
-		r.mu.Unlock()
-		if err != nil {
-			r.log.Warn("learned phrasings log append failed", "err", err)
-		}
 	}
 	return miss, nil
 }
@@ -336,18 +426,17 @@ func (r *Recorder) Used(tenant, subject, session string, tool Tool) bool {
 	return true
 }
 
-// Close flushes and closes the logs.
+// Close stops a pending import and flushes and closes the log.
 func (r *Recorder) Close() error {
+	if r.stopImport != nil {
+		r.stopImport()
+	}
+	<-r.imported
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	err := r.w.Flush()
 	if cerr := r.out.Close(); err == nil {
 		err = cerr
-	}
-	if r.learned != nil {
-		if cerr := r.learned.Close(); err == nil {
-			err = cerr
-		}
 	}
 	return err
 }

@@ -22,6 +22,7 @@ const (
 	KindLookalike = "lookalike"
 	KindNoAliases = "no_aliases"
 	KindMissed    = "missed"
+	KindNoComment = "no_comment" // an imported view or table without COMMENT ON
 )
 
 // Finding is one thing worth a platform team's attention.
@@ -105,6 +106,7 @@ func Run(ctx context.Context, cs []cards.Card, events []feedback.Event, emb embe
 				Message: fmt.Sprintf("%s/%s has no aliases: add the phrasings users say for it", active[i].Server, active[i].Name)})
 		}
 	}
+	out = append(out, uncommented(active)...)
 	out = append(out, missed(active, events, o.MaxSuggestions)...)
 	return out, nil
 }

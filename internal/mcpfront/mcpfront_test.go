@@ -137,12 +137,16 @@ type env struct {
 	auditPath string
 	store     cards.Store
 	ret       *retriever.Retriever
+	front     *mcpfront.Front
 }
+
+// option changes setup's token file or front configuration.
+type option func(*tokens.File, *mcpfront.Config)
 
 // setup imports the upstream's tools as cards (with the real importer),
 // adjusts scopes and statuses like a platform team would, and serves /mcp on
 // loopback in front of them.
-func setup(t *testing.T, anonymous bool) *env {
+func setup(t *testing.T, anonymous bool, opts ...option) *env {
 	t.Helper()
 	ctx := context.Background()
 	t.Setenv("CARDEX_TEST_UPSTREAM_KEY", upstreamKey)
@@ -230,16 +234,23 @@ func setup(t *testing.T, anonymous bool) *env {
 	if anonymous {
 		tf.Anonymous = &tokens.Identity{Tenant: "acme", Scopes: []string{"nothing:here"}}
 	}
+	gw := &gateway.Gateway{Retriever: ret, Upstreams: reg, Audit: audit}
+	cfg := mcpfront.Config{Gateway: gw, Version: "test"}
+	for _, o := range opts {
+		o(&tf, &cfg)
+	}
 	table, err := tokens.New(tf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := &gateway.Gateway{Retriever: ret, Upstreams: reg, Audit: audit}
+	cfg.Tokens = table
+	h := mcpfront.NewHandler(cfg)
 	mux := http.NewServeMux()
-	mux.Handle(mcpfront.Path, mcpfront.NewHandler(mcpfront.Config{Gateway: gw, Tokens: table, Version: "test"}))
+	mux.Handle(mcpfront.Path, h)
 	front := httptest.NewServer(mux)
 	t.Cleanup(front.Close)
-	return &env{up: up, url: front.URL + mcpfront.Path, auditPath: auditPath, store: st, ret: ret}
+	t.Cleanup(h.Close) // first: it ends the sessions' streams, which front.Close waits for
+	return &env{up: up, url: front.URL + mcpfront.Path, auditPath: auditPath, store: st, ret: ret, front: h}
 }
 
 type bearer struct{ token string }
@@ -433,7 +444,7 @@ func TestRefusals(t *testing.T) {
 		{"another tenant's tool", "describe_tool", map[string]any{"name": "read_file", "server": "nope"}, `unknown tool "read_file"`},
 		{"describe outside scopes", "describe_tool", map[string]any{"name": "delete_file"}, `unknown tool "delete_file"`},
 		{"describe revoked", "describe_tool", map[string]any{"name": "old_tool"}, `unknown tool "old_tool"`},
-		{"not an MCP tool", "call_tool", map[string]any{"name": "get_invoice"}, "not an MCP tool"},
+		{"not an MCP tool", "call_tool", map[string]any{"name": "get_invoice"}, "is a rest_operation card, and this server calls none"},
 		{"unknown meta-tool argument", "call_tool", map[string]any{"name": "read_file", "args": map[string]any{}}, "invalid arguments for call_tool"},
 		{"query too long", "search_tools", map[string]any{"query": strings.Repeat("q", 201)}, "query: is 201 characters; the limit is 200"},
 	} {
@@ -547,5 +558,55 @@ func TestRevocationTakesEffect(t *testing.T) {
 	res, text := call(t, cs, "call_tool", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "a"}})
 	if !res.IsError || !strings.Contains(text, "unknown tool") || e.up.count("read_file") != 1 {
 		t.Fatalf("after revocation: %s (%d upstream calls)", text, e.up.count("read_file"))
+	}
+}
+
+// TestSearchPages: search_tools pages on with next_cursor past the limit,
+// every authorized tool exactly once, and refuses a cursor of another query.
+func TestSearchPages(t *testing.T) {
+	e := setup(t, false)
+	cs := mustConnect(t, e.url, adminToken)
+	type page struct {
+		Tools []struct {
+			Name, Server string
+		} `json:"tools"`
+		NextCursor string `json:"next_cursor"`
+	}
+	get := func(args map[string]any) page {
+		t.Helper()
+		res, text := call(t, cs, "search_tools", args)
+		var p page
+		if res.IsError || json.Unmarshal([]byte(text), &p) != nil {
+			t.Fatalf("search_tools %v: %s", args, text)
+		}
+		return p
+	}
+	all := get(map[string]any{"query": "", "limit": 50})
+	if all.NextCursor != "" || len(all.Tools) < 3 {
+		t.Fatalf("one page of everything: %+v", all)
+	}
+	var paged []string
+	args := map[string]any{"query": "", "limit": 2}
+	for range 50 {
+		p := get(args)
+		for _, tl := range p.Tools {
+			paged = append(paged, tl.Server+"/"+tl.Name)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		args["cursor"] = p.NextCursor
+	}
+	var want []string
+	for _, tl := range all.Tools {
+		want = append(want, tl.Server+"/"+tl.Name)
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("paged %v, want %v", paged, want)
+	}
+	first := get(map[string]any{"query": "", "limit": 1})
+	res, text := call(t, cs, "search_tools", map[string]any{"query": "file", "cursor": first.NextCursor})
+	if !res.IsError || !strings.Contains(text, "cursor") {
+		t.Fatalf("a cursor of another query: %s", text)
 	}
 }

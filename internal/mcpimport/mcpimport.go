@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -179,4 +180,29 @@ func printable(s string) string {
 		s = string([]rune(s)[:79]) + "…"
 	}
 	return s
+}
+
+// ServerInfo is the server entry an MCP server describes in its initialize
+// answer: serverInfo's title (its name when there is none) as the title,
+// serverInfo's description and the instructions as the description,
+// sanitised and cut to the limits. The software version has no place in a
+// server entry. ok is false when the answer says nothing to keep.
+func ServerInfo(tenant, server string, res *mcp.InitializeResult) (cards.ServerInfo, bool) {
+	si := cards.ServerInfo{Tenant: tenant, Name: server}
+	if res == nil {
+		return si, false
+	}
+	var parts []string
+	if impl := res.ServerInfo; impl != nil {
+		si.Title = cards.Sanitize(impl.Title)
+		if si.Title == "" {
+			si.Title = cards.Sanitize(impl.Name)
+		}
+		parts = append(parts, cards.Sanitize(impl.Description))
+	}
+	parts = append(parts, cards.Sanitize(res.Instructions))
+	parts = slices.DeleteFunc(parts, func(s string) bool { return s == "" })
+	si.Title = Cut(si.Title, cards.MaxSummaryLen)
+	si.Description = Cut(strings.Join(parts, " "), cards.MaxDescriptionLen)
+	return si, si.Title != "" || si.Description != ""
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -342,5 +343,71 @@ func TestSchemaRoundTrip(t *testing.T) {
 	want, _ := cards.CanonicalJSON(raw)
 	if string(c.InputSchema) != string(want) {
 		t.Fatalf("%s != %s", c.InputSchema, want)
+	}
+}
+
+// TestServerInfoFromInitialize: a real SDK server's initialize answer
+// (serverInfo and instructions) becomes the server entry; re-import keeps
+// it unchanged, a changed answer updates it, and a field the server leaves
+// empty keeps what a platform team wrote.
+func TestServerInfoFromInitialize(t *testing.T) {
+	ctx := context.Background()
+	connect := func(impl *mcp.Implementation, instructions string) *mcp.ClientSession {
+		s := mcp.NewServer(impl, &mcp.ServerOptions{Instructions: instructions})
+		s.AddTool(tool("read_file", "Read a file."), noop)
+		return serve(t, s)
+	}
+	cs := connect(&mcp.Implementation{Name: "secure-filesystem-server", Title: "Filesystem\u200b", Version: "2.1.0",
+		Description: "Files under the allowed directories."}, "Use list_directory\x07 before read_file.\n\nPaths are absolute.")
+	si, ok := mcpimport.ServerInfo("acme", "files", cs.InitializeResult())
+	want := cards.ServerInfo{Tenant: "acme", Name: "files", Title: "Filesystem",
+		Description: "Files under the allowed directories. Use list_directory before read_file. Paths are absolute."}
+	if !ok || si != want {
+		t.Fatalf("ServerInfo = %+v, %v; want %+v", si, ok, want)
+	}
+	// No title: the name stands in. Long instructions are cut.
+	cs = connect(&mcp.Implementation{Name: "12306-mcp", Version: "1"}, strings.Repeat("word ", cards.MaxDescriptionLen))
+	si2, ok := mcpimport.ServerInfo("acme", "trains", cs.InitializeResult())
+	if !ok || si2.Title != "12306-mcp" || len([]rune(si2.Description)) > cards.MaxDescriptionLen || !strings.HasSuffix(si2.Description, "…") {
+		t.Errorf("ServerInfo without a title = %q / %d characters", si2.Title, len([]rune(si2.Description)))
+	}
+	if _, ok := mcpimport.ServerInfo("acme", "x", nil); ok {
+		t.Error("no initialize answer made a server entry")
+	}
+
+	st := openStore(t)
+	cat := catalogsync.StoreCatalog{Store: st}
+	apply := func(si cards.ServerInfo, wantAction catalogsync.Action, wantFields ...string) {
+		t.Helper()
+		ch, err := catalogsync.PlanServer(ctx, cat, si)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Action != wantAction || !slices.Equal(ch.Fields, wantFields) {
+			t.Fatalf("plan = %s %v, want %s %v", ch.Action, ch.Fields, wantAction, wantFields)
+		}
+		if err := catalogsync.ApplyServer(ctx, cat, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(si, catalogsync.Create)
+	apply(si, catalogsync.Unchanged)
+	changed := si
+	changed.Description = "Only the files under /srv."
+	apply(changed, catalogsync.Update, "description")
+	// A server without instructions or description leaves the stored text.
+	titleOnly := cards.ServerInfo{Tenant: "acme", Name: "files", Title: "Filesystem v2"}
+	apply(titleOnly, catalogsync.Update, "title")
+	got, err := st.GetServer(ctx, "acme", "files")
+	if err != nil || got.Title != "Filesystem v2" || got.Description != "Only the files under /srv." || got.Version != 3 {
+		t.Errorf("stored entry = %+v, %v", got, err)
+	}
+	// A concurrent change between plan and apply conflicts.
+	ch, _ := catalogsync.PlanServer(ctx, cat, cards.ServerInfo{Tenant: "acme", Name: "files", Title: "A"})
+	if _, err := st.PutServers(ctx, []cards.ServerInfo{{Tenant: "acme", Name: "files", Title: "B"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := catalogsync.ApplyServer(ctx, cat, ch); !errors.Is(err, cards.ErrConflict) || !strings.Contains(err.Error(), "cards are written") {
+		t.Errorf("apply after a concurrent change = %v, want a conflict that says the cards are written", err)
 	}
 }

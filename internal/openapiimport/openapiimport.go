@@ -16,6 +16,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/mcpimport"
+	"github.com/seed0cff8200/cardex/internal/upstream"
 )
 
 // LocationKey is the schema keyword that records where a folded parameter
@@ -531,4 +532,76 @@ func (r *resolver) lookup(ref string) (any, error) {
 		}
 	}
 	return cur, nil
+}
+
+// ServerInfo is the server entry an OpenAPI document describes in its info
+// object: the title, and the description (often Markdown, kept as text),
+// sanitised and cut to the limits. ok is false when both are empty.
+func ServerInfo(doc *openapi3.T, tenant, server string) (cards.ServerInfo, bool) {
+	si := cards.ServerInfo{Tenant: tenant, Name: server}
+	if doc == nil || doc.Info == nil {
+		return si, false
+	}
+	si.Title = mcpimport.Cut(cards.Sanitize(doc.Info.Title), cards.MaxSummaryLen)
+	si.Description = mcpimport.Cut(cards.Sanitize(doc.Info.Description), cards.MaxDescriptionLen)
+	return si, si.Title != "" || si.Description != ""
+}
+
+// Upstream is the upstreams-file entry (kind rest) that lets call_tool reach
+// the document's operations: the first server's URL as base_url (resolved
+// against spec when it is relative and spec is a URL), and a header with a
+// ${VAR} reference for each credential the document's security schemes send
+// in a header. relative reports a base URL that is still relative (a spec
+// read from a file naming a server such as /v3): the operator must write
+// the API's scheme and host.
+func Upstream(doc *openapi3.T, spec, server string) (u upstream.Upstream, relative bool) {
+	u = upstream.Upstream{Server: server, Kind: upstream.REST}
+	if len(doc.Servers) > 0 && doc.Servers[0] != nil {
+		base := doc.Servers[0].URL
+		for name, v := range doc.Servers[0].Variables {
+			if v != nil {
+				base = strings.ReplaceAll(base, "{"+name+"}", v.Default)
+			}
+		}
+		u.BaseURL = base
+		if b, err := url.Parse(base); err == nil && !b.IsAbs() {
+			relative = true
+			if s, err := url.Parse(spec); err == nil && (s.Scheme == "http" || s.Scheme == "https") {
+				u.BaseURL, relative = s.ResolveReference(b).String(), false
+			}
+		}
+	}
+	env := strings.ToUpper(notName.ReplaceAllString(strings.ReplaceAll(server, ".", "_"), "_"))
+	env = strings.ReplaceAll(env, "-", "_")
+	if doc.Components != nil {
+		names := make([]string, 0, len(doc.Components.SecuritySchemes))
+		for n := range doc.Components.SecuritySchemes {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			ref := doc.Components.SecuritySchemes[n]
+			if ref == nil || ref.Value == nil {
+				continue
+			}
+			s := ref.Value
+			if u.Headers == nil {
+				u.Headers = map[string]string{}
+			}
+			switch {
+			case s.Type == "apiKey" && s.In == "header" && s.Name != "":
+				u.Headers[s.Name] = "${" + env + "_API_KEY}"
+			case s.Type == "http" && strings.EqualFold(s.Scheme, "basic"):
+				u.Headers["Authorization"] = "Basic ${" + env + "_BASIC_AUTH}"
+			case s.Type == "http" || s.Type == "oauth2" || s.Type == "openIdConnect":
+				if _, set := u.Headers["Authorization"]; !set {
+					u.Headers["Authorization"] = "Bearer ${" + env + "_TOKEN}"
+				}
+			}
+			if len(u.Headers) == 0 {
+				u.Headers = nil
+			}
+		}
+	}
+	return u, relative
 }

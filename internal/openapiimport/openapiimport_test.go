@@ -281,3 +281,67 @@ paths:
 		}
 	}
 }
+
+// TestPetstoreServerEntry: the document's info becomes the petstore server
+// entry, written after the cards and unchanged on re-import.
+func TestPetstoreServerEntry(t *testing.T) {
+	ctx := context.Background()
+	doc, err := openapiimport.Load(ctx, petstore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, ok := openapiimport.ServerInfo(doc, "acme", "petstore")
+	if !ok || si.Tenant != "acme" || si.Name != "petstore" || si.Title != "Swagger Petstore - OpenAPI 3.0" {
+		t.Fatalf("ServerInfo = %+v, %v", si, ok)
+	}
+	if !strings.HasPrefix(si.Description, "This is a sample Pet Store Server based on the OpenAPI 3.0 specification. You can find out more") ||
+		strings.ContainsAny(si.Description, "\n\t") || !strings.Contains(si.Description, "Some useful links:") {
+		t.Errorf("description = %q; want the info description as one sanitised text", si.Description)
+	}
+	st, err := embedded.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cat := catalogsync.StoreCatalog{Store: st}
+	for i, want := range []catalogsync.Action{catalogsync.Create, catalogsync.Unchanged} {
+		ch, err := catalogsync.PlanServer(ctx, cat, si)
+		if err != nil || ch.Action != want {
+			t.Fatalf("import %d: plan %+v, %v; want %s", i+1, ch, err, want)
+		}
+		if err := catalogsync.ApplyServer(ctx, cat, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.GetServer(ctx, "acme", "petstore")
+	if err != nil || got.Title != si.Title || got.Description != si.Description || got.Version != 1 {
+		t.Errorf("stored entry = %+v, %v", got, err)
+	}
+	if _, ok := openapiimport.ServerInfo(&openapi3.T{Info: &openapi3.Info{}}, "acme", "x"); ok {
+		t.Error("an empty info made a server entry")
+	}
+}
+
+// TestUpstream: the upstreams entry suggested for a document is a valid
+// kind rest entry, with the server's URL (resolved against a spec URL) and
+// a ${VAR} header for each header credential of its security schemes.
+func TestUpstream(t *testing.T) {
+	doc, err := openapiimport.Load(context.Background(), petstore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, relative := openapiimport.Upstream(doc, petstore, "pet-store")
+	if !relative || u.BaseURL != "/v3" || u.Kind != "rest" {
+		t.Fatalf("from a file: %+v relative=%v", u, relative)
+	}
+	if u.Headers["api_key"] != "${PET_STORE_API_KEY}" || u.Headers["Authorization"] != "Bearer ${PET_STORE_TOKEN}" || len(u.Headers) != 2 {
+		t.Fatalf("headers %v", u.Headers)
+	}
+	u, relative = openapiimport.Upstream(doc, "https://petstore3.example.com/api/v3/openapi.yaml", "petstore")
+	if relative || u.BaseURL != "https://petstore3.example.com/v3" {
+		t.Fatalf("from a URL: %+v relative=%v", u, relative)
+	}
+	if err := u.Validate(); err != nil {
+		t.Fatalf("the suggested entry does not validate: %v", err)
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // WithoutVectors wraps a store on a database without pgvector (the native
-// PostgreSQL here, migrated to version 1): embeddings are kept in memory
+// PostgreSQL here, migrated without version 2): embeddings are kept in memory
 // with the store's semantics (ignored for missing cards, dropped on delete),
 // everything else goes to PostgreSQL.
 func WithoutVectors(s *postgres.Store) cards.Store {

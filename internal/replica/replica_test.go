@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,6 +261,98 @@ func TestListenNotify(t *testing.T) {
 	}
 	want, _ := writer.Seq(t.Context())
 	waitFor(t, time.Second, "deletion notified", func() bool { return ret.Seq() == want && ret.Len() == 2 })
+
+	// A learned phrasing and a server entry are notified the same way.
+	k := cards.Key{Tenant: "acme", Server: "ops", Name: "tool_1"}
+	if _, err := writer.AddLearned(t.Context(), k, "bounce the web tier"); err != nil {
+		t.Fatal(err)
+	}
+	want, _ = writer.Seq(t.Context())
+	waitFor(t, time.Second, "learned phrasing notified", func() bool {
+		return ret.Seq() == want && slices.Equal(ret.Learned()[k], []string{"bounce the web tier"})
+	})
+	if _, err := writer.PutServers(t.Context(), []cards.ServerInfo{{Tenant: "acme", Name: "ops", Title: "Operations"}}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ = writer.Seq(t.Context())
+	waitFor(t, time.Second, "server entry notified", func() bool { return ret.Seq() == want })
+}
+
+// TestReplicasShareLearning: two replicas on one database (PGlite, real
+// pgvector). After one learns a phrasing from use, the other replica has
+// it too and both answer the same query with the same ranking, scores
+// included; a replica started afterwards has it from the start; deleting
+// the card removes it everywhere.
+func TestReplicasShareLearning(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.NewSchemaName()
+	storeA := pgtest.Open(t, pgtest.Options{URL: url, Schema: schema})
+	storeB := pgtest.Open(t, pgtest.Options{URL: url, Schema: schema, NoMigrate: true, KeepSchema: true})
+	a, b := startNode(t, storeA, false), startNode(t, storeB, false)
+	a.put(t, card("restart_service", "Restart a service on a host"), card("tail_logs", "Show the latest log lines of a service"),
+		card("scale_deployment", "Scale a deployment to more replicas"))
+	want, _ := storeA.Seq(t.Context())
+	for _, n := range []*node{a, b} {
+		waitFor(t, 5*time.Second, "cards in both views", func() bool { return n.ret.Seq() == want })
+	}
+	const q = "the checkout pods keep crashing, kick them"
+	before := rankings(t, a, q)
+	if len(before) > 0 && strings.HasPrefix(before[0], "restart_service ") {
+		t.Fatalf("precondition: restart_service already first for %q: %v", q, before)
+	}
+
+	k := cards.Key{Tenant: "acme", Server: "ops", Name: "restart_service"}
+	if changed, err := a.ret.Learn(t.Context(), k, "the checkout pods keep crashing, kick them"); err != nil || !changed {
+		t.Fatalf("Learn through A = %v, %v", changed, err)
+	}
+	want, _ = storeA.Seq(t.Context())
+	d := waitFor(t, 5*time.Second, "B has A's learned phrasing", func() bool {
+		return b.ret.Seq() == want && slices.Equal(b.ret.Learned()[k], []string{q})
+	})
+	t.Logf("learned through A, in B's view after %s", d.Round(time.Millisecond))
+	ra, rb := rankings(t, a, q), rankings(t, b, q)
+	if !slices.Equal(ra, rb) {
+		t.Errorf("the replicas rank differently after A learned:\n A %v\n B %v", ra, rb)
+	}
+	if len(ra) == 0 || !strings.HasPrefix(ra[0], "restart_service ") {
+		t.Errorf("after learning, %q ranks %v; want restart_service first", q, ra)
+	}
+	// A replica that starts now has the phrasing from the start.
+	c := startNode(t, pgtest.Open(t, pgtest.Options{URL: url, Schema: schema, NoMigrate: true, KeepSchema: true}), false)
+	if rc := rankings(t, c, q); !slices.Equal(rc, ra) {
+		t.Errorf("a new replica ranks %v, A ranks %v", rc, ra)
+	}
+
+	// Deleting the card through B takes its phrasings everywhere.
+	if _, err := b.cat.DeleteCard(rpcCtx(t), &pb.DeleteCardRequest{Tenant: "acme", Server: "ops", Name: "restart_service"}); err != nil {
+		t.Fatal(err)
+	}
+	a.put(t, card("restart_service", "Restart a service on a host"))
+	want, _ = storeA.Seq(t.Context())
+	for name, n := range map[string]*node{"A": a, "B": b, "C": c} {
+		waitFor(t, 5*time.Second, "re-created card in "+name, func() bool { return n.ret.Seq() == want })
+		if l := n.ret.Learned()[k]; len(l) != 0 {
+			t.Errorf("%s: a deleted and re-created card kept its phrasings %q", name, l)
+		}
+	}
+	if ra, rb := rankings(t, a, q), rankings(t, b, q); !slices.Equal(ra, rb) || !slices.Equal(ra, before) {
+		t.Errorf("after the delete: A %v, B %v; want both as before learning %v", ra, rb, before)
+	}
+}
+
+// rankings is a discovery's answer as "name fused-score" lines.
+func rankings(t *testing.T, n *node, query string) []string {
+	t.Helper()
+	res, err := n.disc.DiscoverTools(rpcCtx(t), &pb.DiscoverToolsRequest{
+		Caller: &pb.Caller{Tenant: "acme", Scopes: []string{"*"}}, Query: query, TopK: 10})
+	if err != nil {
+		t.Fatalf("DiscoverTools: %v", err)
+	}
+	var out []string
+	for _, tl := range res.GetTools() {
+		out = append(out, fmt.Sprintf("%s %.6f", tl.GetCard().GetName(), tl.GetScores().GetFused()))
+	}
+	return out
 }
 
 // TestDatabaseStopped stops a real PostgreSQL (a private native server;

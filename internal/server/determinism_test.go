@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
 )
 
 func TestDiscoverToolsIsDeterministic(t *testing.T) {
@@ -56,7 +57,10 @@ func TestDiscoverToolsTiesBreakByServerThenName(t *testing.T) {
 			want = append(want, srv+"/"+name)
 		}
 	}
-	e := newEnv(t, envOptions{cards: cs})
+	// Identical tools on several servers are near-duplicates, which a
+	// shortlist collapses (TestDiscoverToolsCollapsesNearDuplicates); here
+	// every one must be ranked on its own.
+	e := newEnv(t, envOptions{cards: cs, retriever: []retriever.Option{retriever.WithCollapse(false)}})
 	caller := &pb.Caller{Tenant: "tiecorp", Scopes: []string{"*"}}
 	zero := 0.0
 	t.Run("DiscoverTools/relative_alpha0", func(t *testing.T) {
@@ -102,5 +106,40 @@ func TestSearchToolsPagesAreConsistent(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDiscoverToolsCollapsesNearDuplicates: tools that are the same on
+// several servers take one slot, held by the first in (server, name) order
+// when they tie, which names the others as alternatives in that order; a
+// caller who may not use one of them never sees it named.
+func TestDiscoverToolsCollapsesNearDuplicates(t *testing.T) {
+	var cs []cards.Card
+	for _, srv := range []string{"ops.eu", "ops", "opsx", "ops-eu", "alpha"} {
+		c := cards.Card{Tenant: "tiecorp", Server: srv, Name: "frob", Summary: "Frobnicate the quantum widget registry."}
+		if srv == "opsx" {
+			c.RequiredScopes = []string{"ops:admin"}
+		}
+		cs = append(cs, c)
+	}
+	cs = append(cs, cards.Card{Tenant: "tiecorp", Server: "alpha", Name: "frob_other", Summary: "Count the quantum widget registry entries."})
+	e := newEnv(t, envOptions{cards: cs})
+	zero := 0.0
+	for _, tc := range []struct {
+		scopes []string
+		alts   []string
+	}{
+		{[]string{"*"}, []string{"ops/frob", "ops-eu/frob", "ops.eu/frob", "opsx/frob"}},
+		{nil, []string{"ops/frob", "ops-eu/frob", "ops.eu/frob"}},
+	} {
+		res := e.discover(t, &pb.DiscoverToolsRequest{Caller: &pb.Caller{Tenant: "tiecorp", Scopes: tc.scopes},
+			Query: "frobnicate the quantum widget registry", TopK: 50, Fusion: "relative", Alpha: &zero})
+		got := toolNames(res.GetTools())
+		mustEqualStrings(t, "one slot for the near-duplicates", got, []string{"alpha/frob", "alpha/frob_other"})
+		var alts []string
+		for _, a := range res.GetTools()[0].GetAlternatives() {
+			alts = append(alts, a.GetServer()+"/"+a.GetName())
+		}
+		mustEqualStrings(t, fmt.Sprintf("alternatives for scopes %v", tc.scopes), alts, tc.alts)
 	}
 }

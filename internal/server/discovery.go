@@ -33,13 +33,18 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	start := time.Now()
 	caller := apiconv.CallerFromProto(req.GetCaller())
 	r := retriever.Request{
-		Caller: caller,
-		Query:  req.GetQuery(),
-		TopK:   int(req.GetTopK()),
-		Fusion: req.GetFusion(),
+		Caller:  caller,
+		Query:   req.GetQuery(),
+		Intents: req.GetIntents(),
+		TopK:    int(req.GetTopK()),
+		Fusion:  req.GetFusion(),
 	}
 	if req.Alpha != nil {
 		r.Alpha, r.AlphaSet = req.GetAlpha(), true
+	}
+	if req.MinConfidence != nil {
+		m := req.GetMinConfidence()
+		r.MinConfidence = &m
 	}
 	for _, ref := range req.GetAlwaysLoad() {
 		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
@@ -49,11 +54,15 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		return nil, toStatus(s.log, "DiscoverTools", err)
 	}
 	out := &pb.DiscoverToolsResponse{
-		DiscoveryId:       uuid.NewString(),
-		CandidateCount:    int32(res.CandidateCount),
-		Degraded:          res.Degraded,
-		LowConfidence:     res.LowConfidence,
-		ReformulatedQuery: res.Reformulated,
+		DiscoveryId:         uuid.NewString(),
+		CandidateCount:      int32(res.CandidateCount),
+		Degraded:            res.Degraded,
+		LowConfidence:       res.LowConfidence,
+		ReformulatedQuery:   res.Reformulated,
+		ReformulatedIntents: res.ReformulatedIntents,
+		Abstained:           res.Abstained,
+		AbstainedIntents:    int32s(res.AbstainedIntents),
+		MinConfidence:       res.MinConfidence,
 		Tokens: &pb.TokenEstimate{
 			ShortlistTokens: res.ShortlistTokens,
 			CatalogTokens:   res.CatalogTokens,
@@ -62,6 +71,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	}
 	logged := make([]discoverylog.Returned, 0, len(res.Tools))
 	remembered := make([]feedback.Tool, 0, len(res.Tools))
+	var intentsOf map[feedback.Tool][]string
 	for _, t := range res.Tools {
 		out.Tools = append(out.Tools, &pb.DiscoveredTool{
 			Card: apiconv.CardToProto(&t.Card, true),
@@ -76,13 +86,24 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Reason:        t.Reason,
 			Pinned:        t.Pinned,
 			Tokens:        int32(t.Tokens),
+			Confidence:    t.Scores.Confidence,
+			Intents:       int32s(t.Intents),
+			ForQuery:      t.ForQuery,
+			Alternatives:  refs(t.Alternatives),
 		})
 		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
-		remembered = append(remembered, feedback.Tool{Server: t.Card.Server, Name: t.Card.Name})
+		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
+		remembered = append(remembered, ft)
+		for _, i := range t.Intents {
+			if intentsOf == nil {
+				intentsOf = map[feedback.Tool][]string{}
+			}
+			intentsOf[ft] = append(intentsOf[ft], r.Intents[i])
+		}
 	}
 	if s.fb != nil {
 		s.fb.Remember(feedback.Discovery{ID: out.DiscoveryId, Tenant: caller.Tenant, Subject: caller.Subject,
-			SessionID: caller.SessionID, Query: r.Query, Returned: remembered, LowConfidence: res.LowConfidence, Time: start})
+			SessionID: caller.SessionID, Query: r.Query, Returned: remembered, Intents: intentsOf, LowConfidence: res.LowConfidence, Time: start})
 	}
 	if s.dlog != nil {
 		entry := discoverylog.Entry{
@@ -96,6 +117,8 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			LatencyMS:      float64(time.Since(start).Microseconds()) / 1000,
 			LowConfidence:  res.LowConfidence,
 			Degraded:       res.Degraded,
+			Abstained:      res.Abstained,
+			Intents:        r.Intents,
 		}
 		if entry.TopK == 0 {
 			entry.TopK = retriever.DefaultTopK
@@ -105,6 +128,25 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		}
 	}
 	return out, nil
+}
+
+func refs(ks []cards.Key) []*pb.ToolRef {
+	var out []*pb.ToolRef
+	for _, k := range ks {
+		out = append(out, &pb.ToolRef{Server: k.Server, Name: k.Name})
+	}
+	return out
+}
+
+func int32s(xs []int) []int32 {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
 }
 
 func (s *discovery) SearchTools(ctx context.Context, req *pb.SearchToolsRequest) (*pb.SearchToolsResponse, error) {

@@ -61,6 +61,10 @@ type envOptions struct {
 	wrap func(cards.Store) cards.Store
 	// feedback records outcomes (raw queries, learning on).
 	feedback bool
+	// state is server.Config.State.
+	state *server.State
+	// retriever options (the service's defaults when nil).
+	retriever []retriever.Option
 
 	auth        *auth.Authenticator
 	limiter     *ratelimit.Limiter
@@ -88,7 +92,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.wrap != nil {
 		used = o.wrap(store)
 	}
-	ret, err := retriever.New(ctx, used, embed.NewHashed(embed.DefaultDim), nil)
+	ret, err := retriever.New(ctx, used, embed.NewHashed(embed.DefaultDim), nil, o.retriever...)
 	if err != nil {
 		t.Fatalf("retriever.New: %v", err)
 	}
@@ -117,7 +121,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		}
 		t.Cleanup(func() { _ = fb.Close() })
 	}
-	cfg := server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token,
+	cfg := server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token, State: o.state,
 		Auth: o.auth, Limiter: o.limiter, RPCTimeout: o.timeout, Warnings: o.warnings, ServerOptions: o.serverOpts}
 	if o.trail {
 		e.trail = filepath.Join(dir, "audit-trail.jsonl")

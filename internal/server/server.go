@@ -37,12 +37,14 @@ type Config struct {
 	Feedback *feedback.Recorder
 	Logger   *slog.Logger
 	// CatalogToken, when set, is required as "authorization: Bearer TOKEN"
-	// metadata on every CatalogService call (a token of role catalog,
-	// added to Auth's tokens).
+	// metadata on every CatalogService call.
 	CatalogToken string
 	// Execution, when set, is registered as the ExecutionService (it
 	// authenticates its callers itself, by agent token).
 	Execution pb.ExecutionServiceServer
+	// State, when set, drives the health statuses and holds the discovery
+	// and execution calls until the schema is current (nil: always ready).
+	State *State
 
 	// Auth authenticates DiscoveryService and CatalogService calls (nil:
 	// no credential configured, both services open but for CatalogToken).
@@ -83,7 +85,7 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 			toks = &cp
 		}
 		toks.AddToken("catalog-token", auth.RoleCatalog, cfg.CatalogToken)
-		authn = &auth.Authenticator{Tokens: toks, JWT: authn.JWT}
+		authn = &auth.Authenticator{Tokens: toks, JWT: authn.JWT, DB: authn.DB}
 	}
 	codec := newUTF8Codec()
 	g := &guard{auth: authn, agents: cfg.AgentTokens, lim: cfg.Limiter, trail: cfg.Trail, timeout: cfg.RPCTimeout, log: log,
@@ -91,7 +93,7 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ForceServerCodecV2(codec),
-		grpc.ChainUnaryInterceptor(codec.unary, accessLog(log), g.unary),
+		grpc.ChainUnaryInterceptor(codec.unary, accessLog(log), g.unary, servingOnly(cfg.State)),
 		grpc.ChainStreamInterceptor(codec.stream),
 	}, cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
@@ -107,6 +109,7 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 		hs.SetServingStatus(pb.ExecutionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(gs)
+	cfg.State.Bind(gs, hs)
 	return gs, hs
 }
 

@@ -14,13 +14,44 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/toolname"
 )
 
-// Identity is who a token stands for.
+// Disclosure modes: what the MCP front's tools/list shows a token.
+const (
+	// Progressive (the default): the three meta-tools, then the token's
+	// pinned tools (AlwaysLoad) that it may use.
+	Progressive = "progressive"
+	// Full: every tool the token may use.
+	Full = "full"
+)
+
+// MaxAlwaysLoad bounds a token's pins.
+const MaxAlwaysLoad = 5
+
+// Identity is who a token stands for, and what tools/list shows it.
 type Identity struct {
 	Tenant  string   `json:"tenant"`
 	Subject string   `json:"subject"`
 	Scopes  []string `json:"scopes"`
+	// Disclosure is Progressive or Full ("" in the file means Progressive).
+	Disclosure string `json:"disclosure,omitempty"`
+	// AlwaysLoad are pinned tools as SERVER/NAME, listed in progressive
+	// mode when the token may use them; at most MaxAlwaysLoad.
+	AlwaysLoad []string `json:"always_load,omitempty"`
+	// Key names the token inside the process (the hex SHA-256 of the token,
+	// or "anonymous"); it is never read from the file.
+	Key string `json:"-"`
+}
+
+// Pins are AlwaysLoad as (server, name) pairs, in order.
+func (id Identity) Pins() []cards.Key {
+	out := make([]cards.Key, 0, len(id.AlwaysLoad))
+	for _, p := range id.AlwaysLoad {
+		server, name, _ := strings.Cut(p, "/")
+		out = append(out, cards.Key{Tenant: id.Tenant, Server: server, Name: name})
+	}
+	return out
 }
 
 // Entry is one token of the file. Exactly one of Token (the token itself) and
@@ -32,6 +63,8 @@ type Entry struct {
 	Tenant      string   `json:"tenant"`
 	Subject     string   `json:"subject"`
 	Scopes      []string `json:"scopes,omitempty"`
+	Disclosure  string   `json:"disclosure,omitempty"`
+	AlwaysLoad  []string `json:"always_load,omitempty"`
 }
 
 // File is the token file.
@@ -69,8 +102,8 @@ func Load(path string) (*Table, error) {
 func New(f File) (*Table, error) {
 	t := &Table{byHash: map[string]Identity{}}
 	for i, e := range f.Tokens {
-		id := Identity{Tenant: e.Tenant, Subject: e.Subject, Scopes: e.Scopes}
-		if err := check(id); err != nil {
+		id := Identity{Tenant: e.Tenant, Subject: e.Subject, Scopes: e.Scopes, Disclosure: e.Disclosure, AlwaysLoad: e.AlwaysLoad}
+		if err := check(&id); err != nil {
 			return nil, fmt.Errorf("tokens[%d]: %w", i, err)
 		}
 		var h string
@@ -94,6 +127,7 @@ func New(f File) (*Table, error) {
 		if _, dup := t.byHash[h]; dup {
 			return nil, fmt.Errorf("tokens[%d]: the same token is listed twice", i)
 		}
+		id.Key = h
 		t.byHash[h] = id
 	}
 	if f.Anonymous != nil {
@@ -101,20 +135,53 @@ func New(f File) (*Table, error) {
 		if a.Subject == "" {
 			a.Subject = "anonymous"
 		}
-		if err := check(a); err != nil {
+		if err := check(&a); err != nil {
 			return nil, fmt.Errorf("anonymous: %w", err)
 		}
+		a.Key = AnonymousKey
 		t.anonymous = &a
 	}
 	return t, nil
 }
 
-func check(id Identity) error {
+// AnonymousKey is the Key of the anonymous identity.
+const AnonymousKey = "anonymous"
+
+// check validates an identity and normalises its disclosure mode.
+func check(id *Identity) error {
 	if !cards.ValidName(id.Tenant) {
 		return errors.New("tenant is required and must match [A-Za-z0-9_.-]{1,128}")
 	}
 	if strings.TrimSpace(id.Subject) == "" {
 		return errors.New("subject is required (it names the caller in the audit log, hashed)")
+	}
+	switch id.Disclosure {
+	case "":
+		id.Disclosure = Progressive
+	case Progressive, Full:
+	default:
+		return fmt.Errorf("disclosure %q: use %s (the default: the meta-tools and the pinned tools) or %s (every tool the token may use)", id.Disclosure, Progressive, Full)
+	}
+	if len(id.AlwaysLoad) > 0 && id.Disclosure == Full {
+		return errors.New("always_load is for progressive disclosure; in full mode every tool the token may use is listed already")
+	}
+	if len(id.AlwaysLoad) > MaxAlwaysLoad {
+		return fmt.Errorf("always_load has %d tools; the limit is %d", len(id.AlwaysLoad), MaxAlwaysLoad)
+	}
+	seen := map[string]bool{}
+	for i, p := range id.AlwaysLoad {
+		server, name, ok := strings.Cut(p, "/")
+		if !ok || !cards.ValidName(server) || !cards.ValidName(name) {
+			return fmt.Errorf("always_load[%d] %q: write SERVER/NAME, each matching [A-Za-z0-9_.-]{1,128}", i, p)
+		}
+		if _, ok := toolname.Qualify(server, name); !ok {
+			return fmt.Errorf("always_load[%d] %q has no qualified name %s%s%s to be listed under (the server must not hold %q or end in \"_\", must not be \"cardex\", and the whole must fit in 128 characters)",
+				i, p, server, toolname.Sep, name, toolname.Sep)
+		}
+		if seen[p] {
+			return fmt.Errorf("always_load[%d] %q is listed twice", i, p)
+		}
+		seen[p] = true
 	}
 	return nil
 }

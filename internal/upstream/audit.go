@@ -25,11 +25,13 @@ const (
 // AuditEntry is one line of the audit log. It never holds the arguments or
 // the result.
 type AuditEntry struct {
-	ID          string    `json:"execution_id"`
-	Time        time.Time `json:"time"`
-	Via         string    `json:"via"` // mcp or grpc
-	Tenant      string    `json:"tenant"`
-	SubjectHash string    `json:"subject_hash"`
+	ID   string    `json:"execution_id"`
+	Time time.Time `json:"time"`
+	Via  string    `json:"via"` // mcp (call_tool), mcp_direct (tools/call by name) or grpc
+	// Disclosure is the token's disclosure mode (progressive or full).
+	Disclosure  string `json:"disclosure,omitempty"`
+	Tenant      string `json:"tenant"`
+	SubjectHash string `json:"subject_hash"`
 	// Server and Tool name the real upstream tool (for unknown tools, the
 	// name as requested, when it is a valid name).
 	Server    string  `json:"server,omitempty"`
@@ -38,6 +40,11 @@ type AuditEntry struct {
 	LatencyMS float64 `json:"latency_ms"`
 	// Detail is the error message of a failed call (never argument values).
 	Detail string `json:"detail,omitempty"`
+	// RowCount, Complete and IncompleteReason describe a query's result
+	// (never its rows).
+	RowCount         *int   `json:"row_count,omitempty"`
+	Complete         *bool  `json:"complete,omitempty"`
+	IncompleteReason string `json:"incomplete_reason,omitempty"`
 }
 
 // Audit is an append-only JSON Lines file. Safe for concurrent use.

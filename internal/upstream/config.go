@@ -1,7 +1,8 @@
-// Package upstream holds the registry of upstream MCP servers that cardex
-// forwards call_tool to, the connections to them, and the audit log of
-// forwarded calls. Each upstream's credentials (headers, environment) are
-// held here, by cardex, and never reach the agent.
+// Package upstream holds the upstreams file (where call_tool goes, one entry
+// per server, of a kind: an MCP server, or an HTTP API for rest_operation
+// cards), the registry of connections to upstream MCP servers, and the audit
+// log of calls. Each upstream's credentials (headers, environment) are held
+// here, by cardex, and never reach the agent.
 package upstream
 
 import (
@@ -43,22 +44,58 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// Upstream is one MCP server: reached over streamable HTTP (URL, Headers) or
-// started as a stdio command (Command, Env). Header and environment values
-// may name environment variables of the cardex process as ${VAR}; they are
-// expanded when cardex connects, so secrets need not sit in the file.
+// Upstream kinds: how cardex reaches a server, and so which cards it can
+// call there.
+const (
+	// MCP is an MCP server (the default kind), for mcp_tool cards.
+	MCP = "mcp"
+	// REST is an HTTP API, for rest_operation cards (see Upstream.BaseURL).
+	REST = "rest"
+	// SQLKind is a PostgreSQL database: an entry with an sql section
+	// (see sql.go); its kind may be left empty.
+	SQLKind = "sql"
+)
+
+// Upstream is one entry of the upstreams file. Of kind mcp (the default) it
+// is an MCP server, reached over streamable HTTP (URL, Headers) or started as
+// a stdio command (Command, Env); of kind rest it is an HTTP API at BaseURL
+// (with Headers). Header and environment values may name environment
+// variables of the cardex process as ${VAR}; they are expanded when cardex
+// connects or calls, so secrets need not sit in the file.
 type Upstream struct {
 	// Server is the card namespace the server's tools were imported under.
 	Server string `json:"server"`
 	// Tenant, when set, limits the upstream to that tenant's cards; an
 	// entry with a tenant wins over one without for the same server.
-	Tenant  string            `json:"tenant,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Kind is mcp (when empty), rest, or sql (implied by an sql section).
+	Kind    string            `json:"kind,omitempty"`
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// BaseURL (kind rest) is the API's scheme, host, port and base path:
+	// every call goes to BaseURL followed by the card's path.
+	BaseURL string `json:"base_url,omitempty"`
+	// MaxResponseBytes (kind rest) bounds a response body (default 1 MiB).
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Timeout bounds one call (default 30s).
 	Timeout Duration `json:"timeout,omitempty"`
+	// SQL makes the entry a PostgreSQL database instead of an MCP server
+	// (see sql.go).
+	SQL *SQL `json:"sql,omitempty"`
+}
+
+// UpstreamKind is the entry's kind: Kind, or, when it is empty, sql for an
+// entry with an sql section and mcp otherwise.
+func (u Upstream) UpstreamKind() string {
+	switch {
+	case u.Kind != "":
+		return u.Kind
+	case u.SQL != nil:
+		return SQLKind
+	}
+	return MCP
 }
 
 // Config is the upstreams file given to `cardex serve --upstreams`.
@@ -118,13 +155,47 @@ func (c Config) Find(tenant, server string) (Upstream, bool) {
 	return Upstream{}, false
 }
 
-// Validate checks one entry.
+// Validate checks one entry: the fields every kind has, then the kind's own.
 func (u Upstream) Validate() error {
 	if !cards.ValidName(u.Server) {
 		return fmt.Errorf("server is required and must match [A-Za-z0-9_.-]{1,128}")
 	}
 	if u.Tenant != "" && !cards.ValidName(u.Tenant) {
 		return fmt.Errorf("tenant must match [A-Za-z0-9_.-]{1,128}")
+	}
+	if u.Timeout < 0 {
+		return fmt.Errorf("server %q: timeout must not be negative", u.Server)
+	}
+	if u.SQL != nil && u.UpstreamKind() != SQLKind {
+		return fmt.Errorf("server %q: an sql section is for kind: %s", u.Server, SQLKind)
+	}
+	switch u.UpstreamKind() {
+	case MCP:
+		return u.validateMCP()
+	case REST:
+		return u.validateREST()
+	case SQLKind:
+		return u.validateSQL()
+	default:
+		return fmt.Errorf("server %q: kind %q: want %s (the default), %s or %s", u.Server, u.Kind, MCP, REST, SQLKind)
+	}
+}
+
+// validateSQL checks an entry of kind sql: its sql section and nothing else.
+func (u Upstream) validateSQL() error {
+	if u.SQL == nil {
+		return fmt.Errorf("server %q: kind %s needs an sql section", u.Server, SQLKind)
+	}
+	if u.URL != "" || len(u.Command) > 0 || len(u.Headers) > 0 || len(u.Env) > 0 || u.Timeout != 0 || u.BaseURL != "" || u.MaxResponseBytes != 0 {
+		return fmt.Errorf("server %q: an sql entry takes no url, command, headers, env, base_url, max_response_bytes or timeout (use sql.statement_timeout)", u.Server)
+	}
+	return u.SQL.Validate(u.Server)
+}
+
+// validateMCP checks an entry of kind mcp: a url or a command.
+func (u Upstream) validateMCP() error {
+	if u.BaseURL != "" || u.MaxResponseBytes != 0 {
+		return fmt.Errorf("server %q: base_url and max_response_bytes are for kind: %s", u.Server, REST)
 	}
 	switch {
 	case u.URL != "" && len(u.Command) > 0:
@@ -144,9 +215,6 @@ func (u Upstream) Validate() error {
 	default:
 		return fmt.Errorf("server %q: url or command is required", u.Server)
 	}
-	if u.Timeout < 0 {
-		return fmt.Errorf("server %q: timeout must not be negative", u.Server)
-	}
 	return nil
 }
 
@@ -164,6 +232,9 @@ func (u Upstream) CallTimeout() time.Duration {
 func (u Upstream) Transport() (mcp.Transport, error) {
 	if err := u.Validate(); err != nil {
 		return nil, err
+	}
+	if u.UpstreamKind() != MCP {
+		return nil, fmt.Errorf("server %q is a %s upstream, not an MCP server", u.Server, u.UpstreamKind())
 	}
 	if u.URL != "" {
 		hdr := http.Header{}

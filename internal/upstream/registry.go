@@ -18,6 +18,14 @@ const (
 	KindUnreachable   = "unreachable"    // could not connect, or the connection broke
 	KindTimeout       = "timeout"        // the call did not finish within the upstream's timeout
 	KindProtocol      = "upstream_error" // the upstream answered with a JSON-RPC error
+	// KindUncertain: a call that may have changed something (a
+	// non-idempotent HTTP method) timed out or lost its connection after the
+	// request went out. It may or may not have taken effect; it is never
+	// retried.
+	KindUncertain = "uncertain"
+	// KindTooLarge: the upstream answered with more than the entry's
+	// response size limit; nothing of it is returned.
+	KindTooLarge = "response_too_large"
 )
 
 // CallError is a forwarded call that produced no result.
@@ -38,6 +46,10 @@ func (e *CallError) Error() string {
 		return fmt.Sprintf("upstream %q did not answer in time: %v", e.Server, e.Err)
 	case KindUnreachable:
 		return fmt.Sprintf("upstream %q is unreachable: %v", e.Server, e.Err)
+	case KindUncertain:
+		return fmt.Sprintf("outcome uncertain: upstream %q %v; the call may or may not have taken effect, and it was not retried: check before calling again", e.Server, e.Err)
+	case KindTooLarge:
+		return fmt.Sprintf("upstream %q answered, but %v", e.Server, e.Err)
 	default:
 		return fmt.Sprintf("upstream %q answered with an error: %v", e.Server, e.Err)
 	}
@@ -88,7 +100,7 @@ func NewClient(version string) *mcp.Client {
 	return mcp.NewClient(&mcp.Implementation{Name: "cardex", Version: version}, nil)
 }
 
-// Len is the number of registered upstreams.
+// Len is the number of upstreams in the file (of every kind).
 func (r *Registry) Len() int { return len(r.cfg.Upstreams) }
 
 // Call forwards one tools/call and returns the upstream's result as it is
@@ -98,6 +110,10 @@ func (r *Registry) Call(ctx context.Context, tenant, server, tool string, args j
 	u, ok := r.cfg.Find(tenant, server)
 	if !ok {
 		return nil, &CallError{Kind: KindNotRegistered, Server: server}
+	}
+	if u.UpstreamKind() != MCP {
+		return nil, &CallError{Kind: KindNotRegistered, Server: server,
+			Err: fmt.Errorf("server %q is registered as a %s upstream, not an MCP server (mcp_tool cards need a url or command entry)", server, u.UpstreamKind())}
 	}
 	// A fresh context: the caller's context may come from cardex's own MCP
 	// server and carry the SDK's per-request values (such as the protocol

@@ -9,6 +9,7 @@ package cardexv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -534,11 +535,387 @@ func (*DeleteCardResponse) Descriptor() ([]byte, []int) {
 	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{8}
 }
 
+// A server entry: one namespace of cards (an MCP server, a REST API, a
+// database) as a catalogue entry of its own, in its authors' words. Its
+// name is the server field of the cards it describes; it may exist before
+// or after them. It grants nothing: authorization is per card.
+type ServerInfo struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// A display name; at most 500 characters.
+	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// What the server offers; at most 4,000 characters.
+	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// Monotonic per entry. On a put, the expected current version: 0 means
+	// no check.
+	Version       int64                  `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerInfo) Reset() {
+	*x = ServerInfo{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerInfo) ProtoMessage() {}
+
+func (x *ServerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerInfo.ProtoReflect.Descriptor instead.
+func (*ServerInfo) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ServerInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ServerInfo) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type PutServersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Servers       []*ServerInfo          `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutServersRequest) Reset() {
+	*x = PutServersRequest{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutServersRequest) ProtoMessage() {}
+
+func (x *PutServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutServersRequest.ProtoReflect.Descriptor instead.
+func (*PutServersRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PutServersRequest) GetServers() []*ServerInfo {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+type PutServersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per entry, in request order: tenant, server (the entry's name),
+	// version and outcome; name is empty.
+	Results       []*PutResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutServersResponse) Reset() {
+	*x = PutServersResponse{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutServersResponse) ProtoMessage() {}
+
+func (x *PutServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutServersResponse.ProtoReflect.Descriptor instead.
+func (*PutServersResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PutServersResponse) GetResults() []*PutResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type ListServersRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Optional: only this entry (NotFound when there is none).
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServersRequest) Reset() {
+	*x = ListServersRequest{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServersRequest) ProtoMessage() {}
+
+func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
+func (*ListServersRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListServersRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListServersRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListServersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Servers       []*ServerInfo          `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServersResponse) Reset() {
+	*x = ListServersResponse{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServersResponse) ProtoMessage() {}
+
+func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
+func (*ListServersResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListServersResponse) GetServers() []*ServerInfo {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+type DeleteServerRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// When > 0, must equal the stored version.
+	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeleteServerRequest) Reset() {
+	*x = DeleteServerRequest{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteServerRequest) ProtoMessage() {}
+
+func (x *DeleteServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteServerRequest.ProtoReflect.Descriptor instead.
+func (*DeleteServerRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeleteServerRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *DeleteServerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteServerRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+type DeleteServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteServerResponse) Reset() {
+	*x = DeleteServerResponse{}
+	mi := &file_cardex_v1_catalog_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteServerResponse) ProtoMessage() {}
+
+func (x *DeleteServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_catalog_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteServerResponse.ProtoReflect.Descriptor instead.
+func (*DeleteServerResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_catalog_proto_rawDescGZIP(), []int{15}
+}
+
 var File_cardex_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x17cardex/v1/catalog.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"8\n" +
+	"\x17cardex/v1/catalog.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"8\n" +
 	"\x0fPutCardsRequest\x12%\n" +
 	"\x05cards\x18\x01 \x03(\v2\x0f.cardex.v1.CardR\x05cards\"\x83\x01\n" +
 	"\tPutResult\x12\x16\n" +
@@ -571,13 +948,40 @@ const file_cardex_v1_catalog_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12)\n" +
 	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\"\x14\n" +
-	"\x12DeleteCardResponse2\xaa\x02\n" +
+	"\x12DeleteCardResponse\"\xc5\x01\n" +
+	"\n" +
+	"ServerInfo\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x03R\aversion\x129\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"D\n" +
+	"\x11PutServersRequest\x12/\n" +
+	"\aservers\x18\x01 \x03(\v2\x15.cardex.v1.ServerInfoR\aservers\"D\n" +
+	"\x12PutServersResponse\x12.\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.cardex.v1.PutResultR\aresults\"@\n" +
+	"\x12ListServersRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"F\n" +
+	"\x13ListServersResponse\x12/\n" +
+	"\aservers\x18\x01 \x03(\v2\x15.cardex.v1.ServerInfoR\aservers\"l\n" +
+	"\x13DeleteServerRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10expected_version\x18\x03 \x01(\x03R\x0fexpectedVersion\"\x16\n" +
+	"\x14DeleteServerResponse2\x94\x04\n" +
 	"\x0eCatalogService\x12C\n" +
 	"\bPutCards\x12\x1a.cardex.v1.PutCardsRequest\x1a\x1b.cardex.v1.PutCardsResponse\x12@\n" +
 	"\aGetCard\x12\x19.cardex.v1.GetCardRequest\x1a\x1a.cardex.v1.GetCardResponse\x12F\n" +
 	"\tListCards\x12\x1b.cardex.v1.ListCardsRequest\x1a\x1c.cardex.v1.ListCardsResponse\x12I\n" +
 	"\n" +
-	"DeleteCard\x12\x1c.cardex.v1.DeleteCardRequest\x1a\x1d.cardex.v1.DeleteCardResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
+	"DeleteCard\x12\x1c.cardex.v1.DeleteCardRequest\x1a\x1d.cardex.v1.DeleteCardResponse\x12I\n" +
+	"\n" +
+	"PutServers\x12\x1c.cardex.v1.PutServersRequest\x1a\x1d.cardex.v1.PutServersResponse\x12L\n" +
+	"\vListServers\x12\x1d.cardex.v1.ListServersRequest\x1a\x1e.cardex.v1.ListServersResponse\x12O\n" +
+	"\fDeleteServer\x12\x1e.cardex.v1.DeleteServerRequest\x1a\x1f.cardex.v1.DeleteServerResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
 
 var (
 	file_cardex_v1_catalog_proto_rawDescOnce sync.Once
@@ -591,37 +995,55 @@ func file_cardex_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_catalog_proto_rawDescData
 }
 
-var file_cardex_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cardex_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_cardex_v1_catalog_proto_goTypes = []any{
-	(*PutCardsRequest)(nil),    // 0: cardex.v1.PutCardsRequest
-	(*PutResult)(nil),          // 1: cardex.v1.PutResult
-	(*PutCardsResponse)(nil),   // 2: cardex.v1.PutCardsResponse
-	(*GetCardRequest)(nil),     // 3: cardex.v1.GetCardRequest
-	(*GetCardResponse)(nil),    // 4: cardex.v1.GetCardResponse
-	(*ListCardsRequest)(nil),   // 5: cardex.v1.ListCardsRequest
-	(*ListCardsResponse)(nil),  // 6: cardex.v1.ListCardsResponse
-	(*DeleteCardRequest)(nil),  // 7: cardex.v1.DeleteCardRequest
-	(*DeleteCardResponse)(nil), // 8: cardex.v1.DeleteCardResponse
-	(*Card)(nil),               // 9: cardex.v1.Card
+	(*PutCardsRequest)(nil),       // 0: cardex.v1.PutCardsRequest
+	(*PutResult)(nil),             // 1: cardex.v1.PutResult
+	(*PutCardsResponse)(nil),      // 2: cardex.v1.PutCardsResponse
+	(*GetCardRequest)(nil),        // 3: cardex.v1.GetCardRequest
+	(*GetCardResponse)(nil),       // 4: cardex.v1.GetCardResponse
+	(*ListCardsRequest)(nil),      // 5: cardex.v1.ListCardsRequest
+	(*ListCardsResponse)(nil),     // 6: cardex.v1.ListCardsResponse
+	(*DeleteCardRequest)(nil),     // 7: cardex.v1.DeleteCardRequest
+	(*DeleteCardResponse)(nil),    // 8: cardex.v1.DeleteCardResponse
+	(*ServerInfo)(nil),            // 9: cardex.v1.ServerInfo
+	(*PutServersRequest)(nil),     // 10: cardex.v1.PutServersRequest
+	(*PutServersResponse)(nil),    // 11: cardex.v1.PutServersResponse
+	(*ListServersRequest)(nil),    // 12: cardex.v1.ListServersRequest
+	(*ListServersResponse)(nil),   // 13: cardex.v1.ListServersResponse
+	(*DeleteServerRequest)(nil),   // 14: cardex.v1.DeleteServerRequest
+	(*DeleteServerResponse)(nil),  // 15: cardex.v1.DeleteServerResponse
+	(*Card)(nil),                  // 16: cardex.v1.Card
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_cardex_v1_catalog_proto_depIdxs = []int32{
-	9, // 0: cardex.v1.PutCardsRequest.cards:type_name -> cardex.v1.Card
-	1, // 1: cardex.v1.PutCardsResponse.results:type_name -> cardex.v1.PutResult
-	9, // 2: cardex.v1.GetCardResponse.card:type_name -> cardex.v1.Card
-	9, // 3: cardex.v1.ListCardsResponse.cards:type_name -> cardex.v1.Card
-	0, // 4: cardex.v1.CatalogService.PutCards:input_type -> cardex.v1.PutCardsRequest
-	3, // 5: cardex.v1.CatalogService.GetCard:input_type -> cardex.v1.GetCardRequest
-	5, // 6: cardex.v1.CatalogService.ListCards:input_type -> cardex.v1.ListCardsRequest
-	7, // 7: cardex.v1.CatalogService.DeleteCard:input_type -> cardex.v1.DeleteCardRequest
-	2, // 8: cardex.v1.CatalogService.PutCards:output_type -> cardex.v1.PutCardsResponse
-	4, // 9: cardex.v1.CatalogService.GetCard:output_type -> cardex.v1.GetCardResponse
-	6, // 10: cardex.v1.CatalogService.ListCards:output_type -> cardex.v1.ListCardsResponse
-	8, // 11: cardex.v1.CatalogService.DeleteCard:output_type -> cardex.v1.DeleteCardResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	16, // 0: cardex.v1.PutCardsRequest.cards:type_name -> cardex.v1.Card
+	1,  // 1: cardex.v1.PutCardsResponse.results:type_name -> cardex.v1.PutResult
+	16, // 2: cardex.v1.GetCardResponse.card:type_name -> cardex.v1.Card
+	16, // 3: cardex.v1.ListCardsResponse.cards:type_name -> cardex.v1.Card
+	17, // 4: cardex.v1.ServerInfo.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 5: cardex.v1.PutServersRequest.servers:type_name -> cardex.v1.ServerInfo
+	1,  // 6: cardex.v1.PutServersResponse.results:type_name -> cardex.v1.PutResult
+	9,  // 7: cardex.v1.ListServersResponse.servers:type_name -> cardex.v1.ServerInfo
+	0,  // 8: cardex.v1.CatalogService.PutCards:input_type -> cardex.v1.PutCardsRequest
+	3,  // 9: cardex.v1.CatalogService.GetCard:input_type -> cardex.v1.GetCardRequest
+	5,  // 10: cardex.v1.CatalogService.ListCards:input_type -> cardex.v1.ListCardsRequest
+	7,  // 11: cardex.v1.CatalogService.DeleteCard:input_type -> cardex.v1.DeleteCardRequest
+	10, // 12: cardex.v1.CatalogService.PutServers:input_type -> cardex.v1.PutServersRequest
+	12, // 13: cardex.v1.CatalogService.ListServers:input_type -> cardex.v1.ListServersRequest
+	14, // 14: cardex.v1.CatalogService.DeleteServer:input_type -> cardex.v1.DeleteServerRequest
+	2,  // 15: cardex.v1.CatalogService.PutCards:output_type -> cardex.v1.PutCardsResponse
+	4,  // 16: cardex.v1.CatalogService.GetCard:output_type -> cardex.v1.GetCardResponse
+	6,  // 17: cardex.v1.CatalogService.ListCards:output_type -> cardex.v1.ListCardsResponse
+	8,  // 18: cardex.v1.CatalogService.DeleteCard:output_type -> cardex.v1.DeleteCardResponse
+	11, // 19: cardex.v1.CatalogService.PutServers:output_type -> cardex.v1.PutServersResponse
+	13, // 20: cardex.v1.CatalogService.ListServers:output_type -> cardex.v1.ListServersResponse
+	15, // 21: cardex.v1.CatalogService.DeleteServer:output_type -> cardex.v1.DeleteServerResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_catalog_proto_init() }
@@ -636,7 +1058,7 @@ func file_cardex_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_catalog_proto_rawDesc), len(file_cardex_v1_catalog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

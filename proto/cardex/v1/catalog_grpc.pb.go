@@ -19,10 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CatalogService_PutCards_FullMethodName   = "/cardex.v1.CatalogService/PutCards"
-	CatalogService_GetCard_FullMethodName    = "/cardex.v1.CatalogService/GetCard"
-	CatalogService_ListCards_FullMethodName  = "/cardex.v1.CatalogService/ListCards"
-	CatalogService_DeleteCard_FullMethodName = "/cardex.v1.CatalogService/DeleteCard"
+	CatalogService_PutCards_FullMethodName     = "/cardex.v1.CatalogService/PutCards"
+	CatalogService_GetCard_FullMethodName      = "/cardex.v1.CatalogService/GetCard"
+	CatalogService_ListCards_FullMethodName    = "/cardex.v1.CatalogService/ListCards"
+	CatalogService_DeleteCard_FullMethodName   = "/cardex.v1.CatalogService/DeleteCard"
+	CatalogService_PutServers_FullMethodName   = "/cardex.v1.CatalogService/PutServers"
+	CatalogService_ListServers_FullMethodName  = "/cardex.v1.CatalogService/ListServers"
+	CatalogService_DeleteServer_FullMethodName = "/cardex.v1.CatalogService/DeleteServer"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -36,6 +39,13 @@ type CatalogServiceClient interface {
 	GetCard(ctx context.Context, in *GetCardRequest, opts ...grpc.CallOption) (*GetCardResponse, error)
 	ListCards(ctx context.Context, in *ListCardsRequest, opts ...grpc.CallOption) (*ListCardsResponse, error)
 	DeleteCard(ctx context.Context, in *DeleteCardRequest, opts ...grpc.CallOption) (*DeleteCardResponse, error)
+	// Validate and write server entries atomically: all or nothing. At most
+	// 1,000 entries.
+	PutServers(ctx context.Context, in *PutServersRequest, opts ...grpc.CallOption) (*PutServersResponse, error)
+	// A tenant's server entries in name order (or the one named).
+	ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error)
+	// Delete a server entry; its cards stay.
+	DeleteServer(ctx context.Context, in *DeleteServerRequest, opts ...grpc.CallOption) (*DeleteServerResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -86,6 +96,36 @@ func (c *catalogServiceClient) DeleteCard(ctx context.Context, in *DeleteCardReq
 	return out, nil
 }
 
+func (c *catalogServiceClient) PutServers(ctx context.Context, in *PutServersRequest, opts ...grpc.CallOption) (*PutServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutServersResponse)
+	err := c.cc.Invoke(ctx, CatalogService_PutServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListServersResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) DeleteServer(ctx context.Context, in *DeleteServerRequest, opts ...grpc.CallOption) (*DeleteServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_DeleteServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -97,6 +137,13 @@ type CatalogServiceServer interface {
 	GetCard(context.Context, *GetCardRequest) (*GetCardResponse, error)
 	ListCards(context.Context, *ListCardsRequest) (*ListCardsResponse, error)
 	DeleteCard(context.Context, *DeleteCardRequest) (*DeleteCardResponse, error)
+	// Validate and write server entries atomically: all or nothing. At most
+	// 1,000 entries.
+	PutServers(context.Context, *PutServersRequest) (*PutServersResponse, error)
+	// A tenant's server entries in name order (or the one named).
+	ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error)
+	// Delete a server entry; its cards stay.
+	DeleteServer(context.Context, *DeleteServerRequest) (*DeleteServerResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -118,6 +165,15 @@ func (UnimplementedCatalogServiceServer) ListCards(context.Context, *ListCardsRe
 }
 func (UnimplementedCatalogServiceServer) DeleteCard(context.Context, *DeleteCardRequest) (*DeleteCardResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteCard not implemented")
+}
+func (UnimplementedCatalogServiceServer) PutServers(context.Context, *PutServersRequest) (*PutServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutServers not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListServers not implemented")
+}
+func (UnimplementedCatalogServiceServer) DeleteServer(context.Context, *DeleteServerRequest) (*DeleteServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteServer not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -212,6 +268,60 @@ func _CatalogService_DeleteCard_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_PutServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).PutServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_PutServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).PutServers(ctx, req.(*PutServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListServers(ctx, req.(*ListServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_DeleteServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).DeleteServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_DeleteServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).DeleteServer(ctx, req.(*DeleteServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -234,6 +344,18 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteCard",
 			Handler:    _CatalogService_DeleteCard_Handler,
+		},
+		{
+			MethodName: "PutServers",
+			Handler:    _CatalogService_PutServers_Handler,
+		},
+		{
+			MethodName: "ListServers",
+			Handler:    _CatalogService_ListServers_Handler,
+		},
+		{
+			MethodName: "DeleteServer",
+			Handler:    _CatalogService_DeleteServer_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

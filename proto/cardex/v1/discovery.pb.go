@@ -82,7 +82,8 @@ func (AuthorizeCallResponse_Decision) EnumDescriptor() ([]byte, []int) {
 type DiscoverToolsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Caller *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
-	// At most 1,000 characters.
+	// The request as one text, at most 1,000 characters. Optional when
+	// intents are given; with both, the query is one more ranked list.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// Default 5, at most 50.
 	TopK int32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
@@ -93,7 +94,17 @@ type DiscoverToolsRequest struct {
 	Alpha *float64 `protobuf:"fixed64,5,opt,name=alpha,proto3,oneof" json:"alpha,omitempty"`
 	// Tools to load whatever the query (a caller profile's hottest tools), at
 	// most 5; authorized like everything else, silently dropped when not.
-	AlwaysLoad    []*ToolRef `protobuf:"bytes,6,rep,name=always_load,json=alwaysLoad,proto3" json:"always_load,omitempty"`
+	AlwaysLoad []*ToolRef `protobuf:"bytes,6,rep,name=always_load,json=alwaysLoad,proto3" json:"always_load,omitempty"`
+	// The parts of a multi-step request, as the orchestrator's model states
+	// them ("create a word document", "convert it to PDF"): at most 8, each at
+	// most 1,000 characters. Each is ranked inside the same authorized set and
+	// the lists are merged fairly: every intent's best tool first, then every
+	// intent's second, and so on; top_k bounds the merged list.
+	Intents []string `protobuf:"bytes,7,rep,name=intents,proto3" json:"intents,omitempty"`
+	// A ranked list (the query's or an intent's) is answered only when its
+	// best tool's confidence reaches this (0..1); when none does, the answer
+	// has no ranked tool and abstained is set. Unset: the server's default.
+	MinConfidence *float64 `protobuf:"fixed64,8,opt,name=min_confidence,json=minConfidence,proto3,oneof" json:"min_confidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +179,20 @@ func (x *DiscoverToolsRequest) GetAlwaysLoad() []*ToolRef {
 		return x.AlwaysLoad
 	}
 	return nil
+}
+
+func (x *DiscoverToolsRequest) GetIntents() []string {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
+func (x *DiscoverToolsRequest) GetMinConfidence() float64 {
+	if x != nil && x.MinConfidence != nil {
+		return *x.MinConfidence
+	}
+	return 0
 }
 
 type Scores struct {
@@ -257,7 +282,19 @@ type DiscoveredTool struct {
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	Pinned bool   `protobuf:"varint,5,opt,name=pinned,proto3" json:"pinned,omitempty"`
 	// Estimated tokens of this tool's definition (name, summary, schema).
-	Tokens        int32 `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Tokens int32 `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// Calibrated probability (0..1) that the tool fits the text it was ranked
+	// for; 0 for a pin that was not ranked.
+	Confidence float64 `protobuf:"fixed64,7,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	// Indices (0-based, into the request's intents) of the intents whose
+	// ranked lists reached this tool.
+	Intents []int32 `protobuf:"varint,8,rep,packed,name=intents,proto3" json:"intents,omitempty"`
+	// The query's ranked list reached this tool.
+	ForQuery bool `protobuf:"varint,9,opt,name=for_query,json=forQuery,proto3" json:"for_query,omitempty"`
+	// Near-duplicates of this tool on other servers (same name once the
+	// servers' own words are taken out, similar summary), ranked below it:
+	// names only, each one the caller may use. Describe one to get it.
+	Alternatives  []*ToolRef `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -332,6 +369,34 @@ func (x *DiscoveredTool) GetTokens() int32 {
 		return x.Tokens
 	}
 	return 0
+}
+
+func (x *DiscoveredTool) GetConfidence() float64 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *DiscoveredTool) GetIntents() []int32 {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
+func (x *DiscoveredTool) GetForQuery() bool {
+	if x != nil {
+		return x.ForQuery
+	}
+	return false
+}
+
+func (x *DiscoveredTool) GetAlternatives() []*ToolRef {
+	if x != nil {
+		return x.Alternatives
+	}
+	return nil
 }
 
 type TokenEstimate struct {
@@ -411,7 +476,17 @@ type DiscoverToolsResponse struct {
 	ReformulatedQuery string `protobuf:"bytes,6,opt,name=reformulated_query,json=reformulatedQuery,proto3" json:"reformulated_query,omitempty"`
 	// The answer was computed without part of the pipeline (for example the
 	// semantic leg while the database is unreachable).
-	Degraded      bool `protobuf:"varint,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	Degraded bool `protobuf:"varint,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// No ranked list reached min_confidence: no tool matches well enough, and
+	// the answer holds pins only (if any). Rephrase, or ask without a minimum.
+	Abstained bool `protobuf:"varint,8,opt,name=abstained,proto3" json:"abstained,omitempty"`
+	// Indices of the intents whose lists did not reach min_confidence.
+	AbstainedIntents []int32 `protobuf:"varint,9,rep,packed,name=abstained_intents,json=abstainedIntents,proto3" json:"abstained_intents,omitempty"`
+	// For each intent, the reformulated text ranked instead of it ("" where
+	// the intent was kept); empty when no intent was reformulated.
+	ReformulatedIntents []string `protobuf:"bytes,10,rep,name=reformulated_intents,json=reformulatedIntents,proto3" json:"reformulated_intents,omitempty"`
+	// The minimum confidence that was applied.
+	MinConfidence float64 `protobuf:"fixed64,11,opt,name=min_confidence,json=minConfidence,proto3" json:"min_confidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -493,6 +568,34 @@ func (x *DiscoverToolsResponse) GetDegraded() bool {
 		return x.Degraded
 	}
 	return false
+}
+
+func (x *DiscoverToolsResponse) GetAbstained() bool {
+	if x != nil {
+		return x.Abstained
+	}
+	return false
+}
+
+func (x *DiscoverToolsResponse) GetAbstainedIntents() []int32 {
+	if x != nil {
+		return x.AbstainedIntents
+	}
+	return nil
+}
+
+func (x *DiscoverToolsResponse) GetReformulatedIntents() []string {
+	if x != nil {
+		return x.ReformulatedIntents
+	}
+	return nil
+}
+
+func (x *DiscoverToolsResponse) GetMinConfidence() float64 {
+	if x != nil {
+		return x.MinConfidence
+	}
+	return 0
 }
 
 type SearchToolsRequest struct {
@@ -1117,7 +1220,7 @@ var File_cardex_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\xde\x01\n" +
+	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\xb7\x02\n" +
 	"\x14DiscoverToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x13\n" +
@@ -1125,25 +1228,35 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\x06fusion\x18\x04 \x01(\tR\x06fusion\x12\x19\n" +
 	"\x05alpha\x18\x05 \x01(\x01H\x00R\x05alpha\x88\x01\x01\x123\n" +
 	"\valways_load\x18\x06 \x03(\v2\x12.cardex.v1.ToolRefR\n" +
-	"alwaysLoadB\b\n" +
-	"\x06_alpha\"\x9c\x01\n" +
+	"alwaysLoad\x12\x18\n" +
+	"\aintents\x18\a \x03(\tR\aintents\x12*\n" +
+	"\x0emin_confidence\x18\b \x01(\x01H\x01R\rminConfidence\x88\x01\x01B\b\n" +
+	"\x06_alphaB\x11\n" +
+	"\x0f_min_confidence\"\x9c\x01\n" +
 	"\x06Scores\x12\x18\n" +
 	"\alexical\x18\x01 \x01(\x01R\alexical\x12\x1a\n" +
 	"\bsemantic\x18\x02 \x01(\x01R\bsemantic\x12\x14\n" +
 	"\x05fused\x18\x03 \x01(\x01R\x05fused\x12!\n" +
 	"\flexical_rank\x18\x04 \x01(\x05R\vlexicalRank\x12#\n" +
-	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xcf\x01\n" +
+	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xde\x02\n" +
 	"\x0eDiscoveredTool\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12)\n" +
 	"\x06scores\x18\x02 \x01(\v2\x11.cardex.v1.ScoresR\x06scores\x12%\n" +
 	"\x0ematched_fields\x18\x03 \x03(\tR\rmatchedFields\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06pinned\x18\x05 \x01(\bR\x06pinned\x12\x16\n" +
-	"\x06tokens\x18\x06 \x01(\x05R\x06tokens\"y\n" +
+	"\x06tokens\x18\x06 \x01(\x05R\x06tokens\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\a \x01(\x01R\n" +
+	"confidence\x12\x18\n" +
+	"\aintents\x18\b \x03(\x05R\aintents\x12\x1b\n" +
+	"\tfor_query\x18\t \x01(\bR\bforQuery\x126\n" +
+	"\falternatives\x18\n" +
+	" \x03(\v2\x12.cardex.v1.ToolRefR\falternatives\"y\n" +
 	"\rTokenEstimate\x12)\n" +
 	"\x10shortlist_tokens\x18\x01 \x01(\x03R\x0fshortlistTokens\x12%\n" +
 	"\x0ecatalog_tokens\x18\x02 \x01(\x03R\rcatalogTokens\x12\x16\n" +
-	"\x06method\x18\x03 \x01(\tR\x06method\"\xb8\x02\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\"\xdd\x03\n" +
 	"\x15DiscoverToolsResponse\x12!\n" +
 	"\fdiscovery_id\x18\x01 \x01(\tR\vdiscoveryId\x12/\n" +
 	"\x05tools\x18\x02 \x03(\v2\x19.cardex.v1.DiscoveredToolR\x05tools\x12'\n" +
@@ -1151,7 +1264,12 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\x06tokens\x18\x04 \x01(\v2\x18.cardex.v1.TokenEstimateR\x06tokens\x12%\n" +
 	"\x0elow_confidence\x18\x05 \x01(\bR\rlowConfidence\x12-\n" +
 	"\x12reformulated_query\x18\x06 \x01(\tR\x11reformulatedQuery\x12\x1a\n" +
-	"\bdegraded\x18\a \x01(\bR\bdegraded\"\x8a\x01\n" +
+	"\bdegraded\x18\a \x01(\bR\bdegraded\x12\x1c\n" +
+	"\tabstained\x18\b \x01(\bR\tabstained\x12+\n" +
+	"\x11abstained_intents\x18\t \x03(\x05R\x10abstainedIntents\x121\n" +
+	"\x14reformulated_intents\x18\n" +
+	" \x03(\tR\x13reformulatedIntents\x12%\n" +
+	"\x0emin_confidence\x18\v \x01(\x01R\rminConfidence\"\x8a\x01\n" +
 	"\x12SearchToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1b\n" +
@@ -1248,32 +1366,33 @@ var file_cardex_v1_discovery_proto_depIdxs = []int32{
 	16, // 1: cardex.v1.DiscoverToolsRequest.always_load:type_name -> cardex.v1.ToolRef
 	17, // 2: cardex.v1.DiscoveredTool.card:type_name -> cardex.v1.Card
 	2,  // 3: cardex.v1.DiscoveredTool.scores:type_name -> cardex.v1.Scores
-	3,  // 4: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
-	4,  // 5: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
-	15, // 6: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
-	7,  // 7: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	15, // 8: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
-	17, // 9: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
-	15, // 10: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
-	0,  // 11: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
-	16, // 12: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
-	15, // 13: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
-	16, // 14: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
-	1,  // 15: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
-	6,  // 16: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
-	9,  // 17: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
-	11, // 18: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
-	13, // 19: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
-	5,  // 20: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
-	8,  // 21: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
-	10, // 22: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
-	12, // 23: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
-	14, // 24: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 4: cardex.v1.DiscoveredTool.alternatives:type_name -> cardex.v1.ToolRef
+	3,  // 5: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
+	4,  // 6: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
+	15, // 7: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
+	7,  // 8: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	15, // 9: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
+	17, // 10: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
+	15, // 11: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
+	0,  // 12: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
+	16, // 13: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
+	15, // 14: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
+	16, // 15: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
+	1,  // 16: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
+	6,  // 17: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
+	9,  // 18: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
+	11, // 19: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
+	13, // 20: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
+	5,  // 21: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
+	8,  // 22: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
+	10, // 23: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
+	12, // 24: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
+	14, // 25: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_discovery_proto_init() }

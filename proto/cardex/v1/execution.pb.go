@@ -23,10 +23,14 @@ const (
 
 type ExecutionServiceSearchToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most 200 characters; empty lists every authorized tool.
+	// At most 200 characters; empty lists every authorized tool (unless
+	// intents are given).
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// Default 20; more than 50 is capped at 50.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The parts of a multi-step task, at most 8 of at most 200 characters
+	// each: every part gets its tools (see DiscoverToolsRequest.intents).
+	Intents       []string `protobuf:"bytes,3,rep,name=intents,proto3" json:"intents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,10 +79,22 @@ func (x *ExecutionServiceSearchToolsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ExecutionServiceSearchToolsRequest) GetIntents() []string {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
 type ExecutionServiceSearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Summaries are cut to 500 code points.
-	Tools         []*ToolSummary `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolSummary `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Per tool (same order), when the search was ranked: its confidence and
+	// the intents it answers.
+	Matches []*SearchMatch `protobuf:"bytes,2,rep,name=matches,proto3" json:"matches,omitempty"`
+	// Nothing matched well enough: rephrase.
+	Abstained     bool `protobuf:"varint,3,opt,name=abstained,proto3" json:"abstained,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +136,73 @@ func (x *ExecutionServiceSearchToolsResponse) GetTools() []*ToolSummary {
 	return nil
 }
 
+func (x *ExecutionServiceSearchToolsResponse) GetMatches() []*SearchMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+func (x *ExecutionServiceSearchToolsResponse) GetAbstained() bool {
+	if x != nil {
+		return x.Abstained
+	}
+	return false
+}
+
+// How a searched tool matched.
+type SearchMatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Confidence    float64                `protobuf:"fixed64,1,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	Intents       []int32                `protobuf:"varint,2,rep,packed,name=intents,proto3" json:"intents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchMatch) Reset() {
+	*x = SearchMatch{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchMatch) ProtoMessage() {}
+
+func (x *SearchMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchMatch.ProtoReflect.Descriptor instead.
+func (*SearchMatch) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SearchMatch) GetConfidence() float64 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *SearchMatch) GetIntents() []int32 {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
 type ExecutionServiceDescribeToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -131,7 +214,7 @@ type ExecutionServiceDescribeToolRequest struct {
 
 func (x *ExecutionServiceDescribeToolRequest) Reset() {
 	*x = ExecutionServiceDescribeToolRequest{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	mi := &file_cardex_v1_execution_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -143,7 +226,7 @@ func (x *ExecutionServiceDescribeToolRequest) String() string {
 func (*ExecutionServiceDescribeToolRequest) ProtoMessage() {}
 
 func (x *ExecutionServiceDescribeToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[2]
+	mi := &file_cardex_v1_execution_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -156,7 +239,7 @@ func (x *ExecutionServiceDescribeToolRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use ExecutionServiceDescribeToolRequest.ProtoReflect.Descriptor instead.
 func (*ExecutionServiceDescribeToolRequest) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{2}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecutionServiceDescribeToolRequest) GetName() string {
@@ -184,7 +267,7 @@ type ExecutionServiceDescribeToolResponse struct {
 
 func (x *ExecutionServiceDescribeToolResponse) Reset() {
 	*x = ExecutionServiceDescribeToolResponse{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[3]
+	mi := &file_cardex_v1_execution_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +279,7 @@ func (x *ExecutionServiceDescribeToolResponse) String() string {
 func (*ExecutionServiceDescribeToolResponse) ProtoMessage() {}
 
 func (x *ExecutionServiceDescribeToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[3]
+	mi := &file_cardex_v1_execution_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +292,7 @@ func (x *ExecutionServiceDescribeToolResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ExecutionServiceDescribeToolResponse.ProtoReflect.Descriptor instead.
 func (*ExecutionServiceDescribeToolResponse) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{3}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExecutionServiceDescribeToolResponse) GetCard() *Card {
@@ -226,10 +309,208 @@ func (x *ExecutionServiceDescribeToolResponse) GetAmbiguousServers() []string {
 	return nil
 }
 
+type ExecutionServiceListToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for the first page; then a previous response's next_cursor.
+	Cursor        string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionServiceListToolsRequest) Reset() {
+	*x = ExecutionServiceListToolsRequest{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionServiceListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionServiceListToolsRequest) ProtoMessage() {}
+
+func (x *ExecutionServiceListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionServiceListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ExecutionServiceListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExecutionServiceListToolsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+type ExecutionServiceListToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's disclosure mode: "progressive" or "full".
+	Disclosure string        `protobuf:"bytes,1,opt,name=disclosure,proto3" json:"disclosure,omitempty"`
+	Tools      []*ListedTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Set when more tools follow: pass it as cursor. Full mode only: a
+	// progressive list is always one page.
+	NextCursor    string `protobuf:"bytes,3,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionServiceListToolsResponse) Reset() {
+	*x = ExecutionServiceListToolsResponse{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionServiceListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionServiceListToolsResponse) ProtoMessage() {}
+
+func (x *ExecutionServiceListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionServiceListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ExecutionServiceListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ExecutionServiceListToolsResponse) GetDisclosure() string {
+	if x != nil {
+		return x.Disclosure
+	}
+	return ""
+}
+
+func (x *ExecutionServiceListToolsResponse) GetTools() []*ListedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ExecutionServiceListToolsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
+// A tool as the MCP front's tools/list shows it.
+type ListedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name to call it by: a meta-tool's name, or SERVER__NAME.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The real tool; unset for a meta-tool.
+	Tool *ToolRef `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Cut to 500 code points.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schemas; output_schema is empty when the tool states none.
+	InputSchema   string       `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	OutputSchema  string       `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	Annotations   *Annotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedTool) Reset() {
+	*x = ListedTool{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedTool) ProtoMessage() {}
+
+func (x *ListedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedTool.ProtoReflect.Descriptor instead.
+func (*ListedTool) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListedTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListedTool) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ListedTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ListedTool) GetInputSchema() string {
+	if x != nil {
+		return x.InputSchema
+	}
+	return ""
+}
+
+func (x *ListedTool) GetOutputSchema() string {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return ""
+}
+
+func (x *ListedTool) GetAnnotations() *Annotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
 type CallToolRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Server string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name, or its qualified name SERVER__NAME.
+	Name   string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	// A JSON object, at most 1 MiB; validated against the input schema.
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -238,7 +519,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	mi := &file_cardex_v1_execution_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +531,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[4]
+	mi := &file_cardex_v1_execution_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +544,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{4}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -297,14 +578,17 @@ type CallToolResponse struct {
 	// (content, structuredContent, isError).
 	ResultJson string `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// The tool reported an error (isError) in its result.
-	IsError       bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	IsError bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// Set when the tool was the query card of an SQL upstream (SERVER/query):
+	// how complete the rows in result_json are.
+	Query         *QueryReceipt `protobuf:"bytes,5,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +600,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_execution_proto_msgTypes[5]
+	mi := &file_cardex_v1_execution_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +613,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{5}
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CallToolResponse) GetExecutionId() string {
@@ -360,36 +644,149 @@ func (x *CallToolResponse) GetIsError() bool {
 	return false
 }
 
+func (x *CallToolResponse) GetQuery() *QueryReceipt {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+// QueryReceipt describes the result of a query on an SQL upstream. The rows
+// are in result_json's structuredContent ({"columns", "rows", "row_count",
+// "complete", "incomplete_reason"}).
+type QueryReceipt struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RowCount int64                  `protobuf:"varint,1,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`
+	// False when the rows stopped at a limit; incomplete_reason says which:
+	// row_limit, byte_limit or timeout.
+	Complete         bool   `protobuf:"varint,2,opt,name=complete,proto3" json:"complete,omitempty"`
+	IncompleteReason string `protobuf:"bytes,3,opt,name=incomplete_reason,json=incompleteReason,proto3" json:"incomplete_reason,omitempty"`
+	// The database's error message when the query failed (is_error is set).
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryReceipt) Reset() {
+	*x = QueryReceipt{}
+	mi := &file_cardex_v1_execution_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryReceipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryReceipt) ProtoMessage() {}
+
+func (x *QueryReceipt) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_execution_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryReceipt.ProtoReflect.Descriptor instead.
+func (*QueryReceipt) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_execution_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QueryReceipt) GetRowCount() int64 {
+	if x != nil {
+		return x.RowCount
+	}
+	return 0
+}
+
+func (x *QueryReceipt) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *QueryReceipt) GetIncompleteReason() string {
+	if x != nil {
+		return x.IncompleteReason
+	}
+	return ""
+}
+
+func (x *QueryReceipt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_cardex_v1_execution_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"P\n" +
+	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"j\n" +
 	"\"ExecutionServiceSearchToolsRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"S\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
+	"\aintents\x18\x03 \x03(\tR\aintents\"\xa3\x01\n" +
 	"#ExecutionServiceSearchToolsResponse\x12,\n" +
-	"\x05tools\x18\x01 \x03(\v2\x16.cardex.v1.ToolSummaryR\x05tools\"Q\n" +
+	"\x05tools\x18\x01 \x03(\v2\x16.cardex.v1.ToolSummaryR\x05tools\x120\n" +
+	"\amatches\x18\x02 \x03(\v2\x16.cardex.v1.SearchMatchR\amatches\x12\x1c\n" +
+	"\tabstained\x18\x03 \x01(\bR\tabstained\"G\n" +
+	"\vSearchMatch\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\x01 \x01(\x01R\n" +
+	"confidence\x12\x18\n" +
+	"\aintents\x18\x02 \x03(\x05R\aintents\"Q\n" +
 	"#ExecutionServiceDescribeToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\"x\n" +
 	"$ExecutionServiceDescribeToolResponse\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12+\n" +
-	"\x11ambiguous_servers\x18\x02 \x03(\tR\x10ambiguousServers\"d\n" +
+	"\x11ambiguous_servers\x18\x02 \x03(\tR\x10ambiguousServers\":\n" +
+	" ExecutionServiceListToolsRequest\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\"\x91\x01\n" +
+	"!ExecutionServiceListToolsResponse\x12\x1e\n" +
+	"\n" +
+	"disclosure\x18\x01 \x01(\tR\n" +
+	"disclosure\x12+\n" +
+	"\x05tools\x18\x02 \x03(\v2\x15.cardex.v1.ListedToolR\x05tools\x12\x1f\n" +
+	"\vnext_cursor\x18\x03 \x01(\tR\n" +
+	"nextCursor\"\xec\x01\n" +
+	"\n" +
+	"ListedTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
+	"\x04tool\x18\x02 \x01(\v2\x12.cardex.v1.ToolRefR\x04tool\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12!\n" +
+	"\finput_schema\x18\x04 \x01(\tR\vinputSchema\x12#\n" +
+	"\routput_schema\x18\x05 \x01(\tR\foutputSchema\x128\n" +
+	"\vannotations\x18\x06 \x01(\v2\x16.cardex.v1.AnnotationsR\vannotations\"d\n" +
 	"\x0fCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\x99\x01\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xc8\x01\n" +
 	"\x10CallToolResponse\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12&\n" +
 	"\x04tool\x18\x02 \x01(\v2\x12.cardex.v1.ToolRefR\x04tool\x12\x1f\n" +
 	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError2\xb6\x02\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\x12-\n" +
+	"\x05query\x18\x05 \x01(\v2\x17.cardex.v1.QueryReceiptR\x05query\"\x8a\x01\n" +
+	"\fQueryReceipt\x12\x1b\n" +
+	"\trow_count\x18\x01 \x01(\x03R\browCount\x12\x1a\n" +
+	"\bcomplete\x18\x02 \x01(\bR\bcomplete\x12+\n" +
+	"\x11incomplete_reason\x18\x03 \x01(\tR\x10incompleteReason\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error2\x9e\x03\n" +
 	"\x10ExecutionService\x12l\n" +
 	"\vSearchTools\x12-.cardex.v1.ExecutionServiceSearchToolsRequest\x1a..cardex.v1.ExecutionServiceSearchToolsResponse\x12o\n" +
 	"\fDescribeTool\x12..cardex.v1.ExecutionServiceDescribeToolRequest\x1a/.cardex.v1.ExecutionServiceDescribeToolResponse\x12C\n" +
-	"\bCallTool\x12\x1a.cardex.v1.CallToolRequest\x1a\x1b.cardex.v1.CallToolResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
+	"\bCallTool\x12\x1a.cardex.v1.CallToolRequest\x1a\x1b.cardex.v1.CallToolResponse\x12f\n" +
+	"\tListTools\x12+.cardex.v1.ExecutionServiceListToolsRequest\x1a,.cardex.v1.ExecutionServiceListToolsResponseB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
 
 var (
 	file_cardex_v1_execution_proto_rawDescOnce sync.Once
@@ -403,33 +800,46 @@ func file_cardex_v1_execution_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_execution_proto_rawDescData
 }
 
-var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_cardex_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_cardex_v1_execution_proto_goTypes = []any{
 	(*ExecutionServiceSearchToolsRequest)(nil),   // 0: cardex.v1.ExecutionServiceSearchToolsRequest
 	(*ExecutionServiceSearchToolsResponse)(nil),  // 1: cardex.v1.ExecutionServiceSearchToolsResponse
-	(*ExecutionServiceDescribeToolRequest)(nil),  // 2: cardex.v1.ExecutionServiceDescribeToolRequest
-	(*ExecutionServiceDescribeToolResponse)(nil), // 3: cardex.v1.ExecutionServiceDescribeToolResponse
-	(*CallToolRequest)(nil),                      // 4: cardex.v1.CallToolRequest
-	(*CallToolResponse)(nil),                     // 5: cardex.v1.CallToolResponse
-	(*ToolSummary)(nil),                          // 6: cardex.v1.ToolSummary
-	(*Card)(nil),                                 // 7: cardex.v1.Card
-	(*ToolRef)(nil),                              // 8: cardex.v1.ToolRef
+	(*SearchMatch)(nil),                          // 2: cardex.v1.SearchMatch
+	(*ExecutionServiceDescribeToolRequest)(nil),  // 3: cardex.v1.ExecutionServiceDescribeToolRequest
+	(*ExecutionServiceDescribeToolResponse)(nil), // 4: cardex.v1.ExecutionServiceDescribeToolResponse
+	(*ExecutionServiceListToolsRequest)(nil),     // 5: cardex.v1.ExecutionServiceListToolsRequest
+	(*ExecutionServiceListToolsResponse)(nil),    // 6: cardex.v1.ExecutionServiceListToolsResponse
+	(*ListedTool)(nil),                           // 7: cardex.v1.ListedTool
+	(*CallToolRequest)(nil),                      // 8: cardex.v1.CallToolRequest
+	(*CallToolResponse)(nil),                     // 9: cardex.v1.CallToolResponse
+	(*QueryReceipt)(nil),                         // 10: cardex.v1.QueryReceipt
+	(*ToolSummary)(nil),                          // 11: cardex.v1.ToolSummary
+	(*Card)(nil),                                 // 12: cardex.v1.Card
+	(*ToolRef)(nil),                              // 13: cardex.v1.ToolRef
+	(*Annotations)(nil),                          // 14: cardex.v1.Annotations
 }
 var file_cardex_v1_execution_proto_depIdxs = []int32{
-	6, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	7, // 1: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
-	8, // 2: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
-	0, // 3: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
-	2, // 4: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
-	4, // 5: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
-	1, // 6: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
-	3, // 7: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
-	5, // 8: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	11, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	2,  // 1: cardex.v1.ExecutionServiceSearchToolsResponse.matches:type_name -> cardex.v1.SearchMatch
+	12, // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
+	7,  // 3: cardex.v1.ExecutionServiceListToolsResponse.tools:type_name -> cardex.v1.ListedTool
+	13, // 4: cardex.v1.ListedTool.tool:type_name -> cardex.v1.ToolRef
+	14, // 5: cardex.v1.ListedTool.annotations:type_name -> cardex.v1.Annotations
+	13, // 6: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
+	10, // 7: cardex.v1.CallToolResponse.query:type_name -> cardex.v1.QueryReceipt
+	0,  // 8: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
+	3,  // 9: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
+	8,  // 10: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
+	5,  // 11: cardex.v1.ExecutionService.ListTools:input_type -> cardex.v1.ExecutionServiceListToolsRequest
+	1,  // 12: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
+	4,  // 13: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
+	9,  // 14: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
+	6,  // 15: cardex.v1.ExecutionService.ListTools:output_type -> cardex.v1.ExecutionServiceListToolsResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_execution_proto_init() }
@@ -445,7 +855,7 @@ func file_cardex_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_execution_proto_rawDesc), len(file_cardex_v1_execution_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	ExecutionService_SearchTools_FullMethodName  = "/cardex.v1.ExecutionService/SearchTools"
 	ExecutionService_DescribeTool_FullMethodName = "/cardex.v1.ExecutionService/DescribeTool"
 	ExecutionService_CallTool_FullMethodName     = "/cardex.v1.ExecutionService/CallTool"
+	ExecutionService_ListTools_FullMethodName    = "/cardex.v1.ExecutionService/ListTools"
 )
 
 // ExecutionServiceClient is the client API for ExecutionService service.
@@ -49,6 +50,12 @@ type ExecutionServiceClient interface {
 	// (unreachable), DeadlineExceeded (time-out), Unknown (the upstream
 	// answered with a JSON-RPC error).
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
+	// What the MCP front's tools/list shows the token, in the same order:
+	// progressive disclosure (the default) lists the three meta-tools, then
+	// the token's pinned tools (always_load) that it may use; full disclosure
+	// lists every tool the token may use, by name, in pages. Listed names are
+	// qualified (SERVER__NAME), and DescribeTool and CallTool accept them.
+	ListTools(ctx context.Context, in *ExecutionServiceListToolsRequest, opts ...grpc.CallOption) (*ExecutionServiceListToolsResponse, error)
 }
 
 type executionServiceClient struct {
@@ -89,6 +96,16 @@ func (c *executionServiceClient) CallTool(ctx context.Context, in *CallToolReque
 	return out, nil
 }
 
+func (c *executionServiceClient) ListTools(ctx context.Context, in *ExecutionServiceListToolsRequest, opts ...grpc.CallOption) (*ExecutionServiceListToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExecutionServiceListToolsResponse)
+	err := c.cc.Invoke(ctx, ExecutionService_ListTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExecutionServiceServer is the server API for ExecutionService service.
 // All implementations must embed UnimplementedExecutionServiceServer
 // for forward compatibility.
@@ -114,6 +131,12 @@ type ExecutionServiceServer interface {
 	// (unreachable), DeadlineExceeded (time-out), Unknown (the upstream
 	// answered with a JSON-RPC error).
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
+	// What the MCP front's tools/list shows the token, in the same order:
+	// progressive disclosure (the default) lists the three meta-tools, then
+	// the token's pinned tools (always_load) that it may use; full disclosure
+	// lists every tool the token may use, by name, in pages. Listed names are
+	// qualified (SERVER__NAME), and DescribeTool and CallTool accept them.
+	ListTools(context.Context, *ExecutionServiceListToolsRequest) (*ExecutionServiceListToolsResponse, error)
 	mustEmbedUnimplementedExecutionServiceServer()
 }
 
@@ -132,6 +155,9 @@ func (UnimplementedExecutionServiceServer) DescribeTool(context.Context, *Execut
 }
 func (UnimplementedExecutionServiceServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
+}
+func (UnimplementedExecutionServiceServer) ListTools(context.Context, *ExecutionServiceListToolsRequest) (*ExecutionServiceListToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
 }
 func (UnimplementedExecutionServiceServer) mustEmbedUnimplementedExecutionServiceServer() {}
 func (UnimplementedExecutionServiceServer) testEmbeddedByValue()                          {}
@@ -208,6 +234,24 @@ func _ExecutionService_CallTool_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ExecutionService_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExecutionServiceListToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExecutionServiceServer).ListTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExecutionService_ListTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExecutionServiceServer).ListTools(ctx, req.(*ExecutionServiceListToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ExecutionService_ServiceDesc is the grpc.ServiceDesc for ExecutionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -226,6 +270,10 @@ var ExecutionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CallTool",
 			Handler:    _ExecutionService_CallTool_Handler,
+		},
+		{
+			MethodName: "ListTools",
+			Handler:    _ExecutionService_ListTools_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,312 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seed0cff8200/cardex/cards"
+)
+
+// --- server entries -----------------------------------------------------
+//
+// A server entry's change is its card_changes row (tenant, server = name,
+// name = ''); a deletion keeps the last version there, as for cards.
+
+const serverColumns = `tenant, name, title, description, version, updated_at`
+
+func scanServer(row pgx.Row) (cards.ServerInfo, error) {
+	var si cards.ServerInfo
+	if err := row.Scan(&si.Tenant, &si.Name, &si.Title, &si.Description, &si.Version, &si.UpdatedAt); err != nil {
+		return cards.ServerInfo{}, err
+	}
+	si.UpdatedAt = si.UpdatedAt.UTC()
+	return si, nil
+}
+
+func validServer(tenant, name string) bool { return cards.ValidName(tenant) && cards.ValidName(name) }
+
+// PutServers implements cards.Store.
+func (s *Store) PutServers(ctx context.Context, ss []cards.ServerInfo) ([]cards.PutResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	norm, err := cards.NormalizeServerBatch(ss)
+	if err != nil {
+		return nil, err
+	}
+	if len(norm) == 0 {
+		return []cards.PutResult{}, nil
+	}
+	tenants, names := make([]string, len(norm)), make([]string, len(norm))
+	for i := range norm {
+		tenants[i], names[i] = norm[i].Tenant, norm[i].Name
+	}
+	results := make([]cards.PutResult, len(norm))
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		seq, err := s.lockCounter(ctx, tx)
+		if err != nil {
+			return err
+		}
+		stored := map[cards.Key]cards.ServerInfo{}
+		rows, err := tx.Query(ctx, s.sql(`SELECT `+serverColumns+` FROM {s}.servers
+			WHERE (tenant, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`), tenants, names)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			si, err := scanServer(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			stored[si.Key()] = si
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		graves := map[cards.Key]int64{}
+		rows, err = tx.Query(ctx, s.sql(`SELECT tenant, server, version FROM {s}.card_changes
+			WHERE deleted AND name = '' AND (tenant, server) IN (SELECT * FROM unnest($1::text[], $2::text[]))`), tenants, names)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t, n string
+			var v int64
+			if err := rows.Scan(&t, &n, &v); err != nil {
+				rows.Close()
+				return err
+			}
+			graves[cards.ServerKey(t, n)] = v
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+
+		var wt, wn, wtitle, wdesc []string
+		var wv []int64
+		var changes []row
+		for i := range norm {
+			si := &norm[i]
+			var old *cards.ServerInfo
+			if o, ok := stored[si.Key()]; ok {
+				old = &o
+			}
+			res, write, err := cards.PlanPutServer(i, si, old, graves[si.Key()])
+			if err != nil {
+				return err
+			}
+			results[i] = res
+			if !write {
+				continue
+			}
+			seq++
+			wt, wn, wtitle, wdesc, wv = append(wt, si.Tenant), append(wn, si.Name), append(wtitle, si.Title), append(wdesc, si.Description), append(wv, si.Version)
+			changes = append(changes, row{Tenant: si.Tenant, Server: si.Name, Seq: seq, Version: si.Version})
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {s}.servers (`+serverColumns+`)
+			SELECT w.tenant, w.name, w.title, w.description, w.version, $6::timestamptz
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS w(tenant, name, title, description, version)
+			ON CONFLICT (tenant, name) DO UPDATE SET title = EXCLUDED.title, description = EXCLUDED.description,
+				version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`),
+			wt, wn, wtitle, wdesc, wv, cards.Now()); err != nil {
+			return err
+		}
+		payload, err := json.Marshal(changes)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), false); err != nil {
+			return err
+		}
+		return s.setCounter(ctx, tx, seq)
+	})
+	if err != nil {
+		return nil, s.wrap(ctx, "put servers", err)
+	}
+	return results, nil
+}
+
+// GetServer implements cards.Store.
+func (s *Store) GetServer(ctx context.Context, tenant, name string) (cards.ServerInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return cards.ServerInfo{}, err
+	}
+	notFound := fmt.Errorf("%w: server %s/%s", cards.ErrNotFound, tenant, name)
+	if !validServer(tenant, name) {
+		return cards.ServerInfo{}, notFound
+	}
+	si, err := scanServer(s.pool.QueryRow(ctx, s.sql(`SELECT `+serverColumns+` FROM {s}.servers
+		WHERE tenant = $1 AND name = $2`), tenant, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cards.ServerInfo{}, notFound
+	}
+	if err != nil {
+		return cards.ServerInfo{}, s.wrap(ctx, "get server", err)
+	}
+	return si, nil
+}
+
+// Servers implements cards.Store.
+func (s *Store) Servers(ctx context.Context, tenant string) ([]cards.ServerInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return nil, cards.Invalid("tenant", "is required")
+	}
+	out := []cards.ServerInfo{}
+	if !cards.ValidName(tenant) {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT `+serverColumns+` FROM {s}.servers WHERE tenant = $1 ORDER BY name`), tenant)
+	if err != nil {
+		return nil, s.wrap(ctx, "servers", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		si, err := scanServer(rows)
+		if err != nil {
+			return nil, s.wrap(ctx, "servers", err)
+		}
+		out = append(out, si)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "servers", err)
+	}
+	return out, nil
+}
+
+// DeleteServer implements cards.Store.
+func (s *Store) DeleteServer(ctx context.Context, tenant, name string, expectedVersion int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	notFound := fmt.Errorf("%w: server %s/%s", cards.ErrNotFound, tenant, name)
+	if !validServer(tenant, name) {
+		return notFound
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		seq, err := s.lockCounter(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var version int64
+		err = tx.QueryRow(ctx, s.sql(`SELECT version FROM {s}.servers WHERE tenant = $1 AND name = $2`), tenant, name).Scan(&version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound
+		}
+		if err != nil {
+			return err
+		}
+		if expectedVersion > 0 && version != expectedVersion {
+			return fmt.Errorf("%w: server %s/%s: expected version %d, stored version is %d",
+				cards.ErrConflict, tenant, name, expectedVersion, version)
+		}
+		if _, err := tx.Exec(ctx, s.sql(`DELETE FROM {s}.servers WHERE tenant = $1 AND name = $2`), tenant, name); err != nil {
+			return err
+		}
+		seq++
+		payload, _ := json.Marshal([]row{{Tenant: tenant, Server: name, Seq: seq, Version: version}})
+		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), true); err != nil {
+			return err
+		}
+		return s.setCounter(ctx, tx, seq)
+	})
+	return s.wrap(ctx, "delete server", err)
+}
+
+// --- learned phrasings --------------------------------------------------
+
+// AddLearned implements cards.Store.
+func (s *Store) AddLearned(ctx context.Context, k cards.Key, phrases ...string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	notFound := fmt.Errorf("%w: card %s", cards.ErrNotFound, k)
+	if !validKey(k) {
+		return false, notFound
+	}
+	changed := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		seq, err := s.lockCounter(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var version int64
+		err = tx.QueryRow(ctx, s.sql(`SELECT version FROM {s}.cards WHERE tenant = $1 AND server = $2 AND name = $3`),
+			k.Tenant, k.Server, k.Name).Scan(&version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound
+		}
+		if err != nil {
+			return err
+		}
+		var have []string
+		err = tx.QueryRow(ctx, s.sql(`SELECT phrases FROM {s}.card_learned WHERE tenant = $1 AND server = $2 AND name = $3`),
+			k.Tenant, k.Server, k.Name).Scan(&have)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		next, ch := cards.AddLearned(have, phrases...)
+		if !ch {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {s}.card_learned (tenant, server, name, phrases) VALUES ($1, $2, $3, $4::text[])
+			ON CONFLICT (tenant, server, name) DO UPDATE SET phrases = EXCLUDED.phrases`), k.Tenant, k.Server, k.Name, next); err != nil {
+			return err
+		}
+		seq++
+		payload, _ := json.Marshal([]row{{Tenant: k.Tenant, Server: k.Server, Name: k.Name, Seq: seq, Version: version}})
+		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), false); err != nil {
+			return err
+		}
+		changed = true
+		return s.setCounter(ctx, tx, seq)
+	})
+	if err != nil {
+		return false, s.wrap(ctx, "add learned", err)
+	}
+	return changed, nil
+}
+
+// Learned implements cards.Store.
+func (s *Store) Learned(ctx context.Context, keys []cards.Key) (map[cards.Key][]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[cards.Key][]string)
+	keys = slices.DeleteFunc(slices.Clone(keys), func(k cards.Key) bool { return !validKey(k) })
+	if len(keys) == 0 {
+		return out, nil
+	}
+	t, sv, n := keyArrays(keys)
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT tenant, server, name, phrases FROM {s}.card_learned
+		WHERE (tenant, server, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`), t, sv, n)
+	if err != nil {
+		return nil, s.wrap(ctx, "learned", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k cards.Key
+		var ps []string
+		if err := rows.Scan(&k.Tenant, &k.Server, &k.Name, &ps); err != nil {
+			return nil, s.wrap(ctx, "learned", err)
+		}
+		if len(ps) > 0 {
+			out[k] = ps
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "learned", err)
+	}
+	return out, nil
+}

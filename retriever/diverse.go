@@ -1,0 +1,97 @@
+package retriever
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/seed0cff8200/cardex/cards"
+)
+
+// Near-duplicates: interchangeable tools on different servers
+// (filesystem/read_file and desktop-commander/read_file,
+// playwright_click and puppeteer_click) take one slot of a shortlist, held by
+// the better ranked, which names the others as its alternatives. Two tools
+// are near-duplicates when they are on different servers, their names are
+// the same once the words of their servers' names (of three letters or more)
+// are taken out, and their
+// summaries share at least MinSummaryOverlap of their words.
+const MinSummaryOverlap = 0.4
+
+// WithCollapse turns the collapsing of near-duplicates on or off.
+func WithCollapse(on bool) Option { return func(r *Retriever) { r.collapse = on } }
+
+// DefaultCollapse says whether near-duplicates are collapsed by default.
+const DefaultCollapse = true
+
+// dupKey is the part of a card that near-duplicates share: its name without
+// its server's words. Computed once per card (entry.dup).
+func dupKey(c *cards.Card) string {
+	server := map[string]bool{}
+	for _, w := range strings.Fields(SplitIdentifiers(c.Server)) {
+		if len(w) >= 3 { // a server's word, not a digit or an initial
+			server[w] = true
+		}
+	}
+	var kept []string
+	for _, w := range strings.Fields(SplitIdentifiers(c.Name)) {
+		if !server[w] {
+			kept = append(kept, w)
+		}
+	}
+	return strings.Join(kept, " ")
+}
+
+// summaryWords is the set of a summary's lower-cased words.
+func summaryWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.Fields(strings.ToLower(SplitIdentifiers(s))) {
+		w = strings.Trim(w, `.,;:!?()[]"'`)
+		if w != "" {
+			out[w] = true
+		}
+	}
+	return out
+}
+
+func overlap(a, b map[string]bool) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	n := 0
+	for w := range a {
+		if b[w] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(a)+len(b)-n)
+}
+
+func nearDuplicates(a, b *entry) bool {
+	return a.card.Server != b.card.Server && a.dup != "" && a.dup == b.dup &&
+		overlap(a.words, b.words) >= MinSummaryOverlap
+}
+
+// collapseList keeps, of every group of near-duplicates in a ranked list,
+// the best ranked, and records the others as its alternatives (in rank
+// order). It returns the shortened list and the alternatives by ID.
+func collapseList(fused []Fused, candidates map[string]*entry, alts map[string][]string) []Fused {
+	out := make([]Fused, 0, len(fused))
+	var kept []*entry
+	for _, f := range fused {
+		e := candidates[f.ID]
+		if e == nil {
+			continue
+		}
+		i := slices.IndexFunc(kept, func(k *entry) bool { return nearDuplicates(k, e) })
+		if i >= 0 {
+			id := kept[i].id
+			if !slices.Contains(alts[id], f.ID) {
+				alts[id] = append(alts[id], f.ID)
+			}
+			continue
+		}
+		kept = append(kept, e)
+		out = append(out, f)
+	}
+	return out
+}
