@@ -141,6 +141,25 @@ func TestEveryRPCAuthenticates(t *testing.T) {
 			}
 			return err
 		}),
+		"CatalogService/PutServers": catalog(func(ctx context.Context) error {
+			_, err := e.cat.PutServers(ctx, &pb.PutServersRequest{Servers: []*pb.ServerInfo{{Tenant: "acme", Name: "tools", Title: "Tools"}}})
+			return err
+		}),
+		"CatalogService/ListServers": catalog(func(ctx context.Context) error {
+			_, err := e.cat.ListServers(ctx, &pb.ListServersRequest{Tenant: "acme"})
+			return err
+		}),
+		"CatalogService/DeleteServer": catalog(func(ctx context.Context) error {
+			_, err := e.cat.DeleteServer(ctx, &pb.DeleteServerRequest{Tenant: "acme", Name: "no_such_server"})
+			if status.Code(err) == codes.NotFound {
+				return nil
+			}
+			return err
+		}),
+		"ExecutionService/ListTools": execution(func(ctx context.Context) error {
+			_, err := e.exec.ListTools(ctx, &pb.ExecutionServiceListToolsRequest{})
+			return err
+		}),
 		"ExecutionService/SearchTools": execution(func(ctx context.Context) error {
 			_, err := e.exec.SearchTools(ctx, &pb.ExecutionServiceSearchToolsRequest{Query: "order"})
 			return err
