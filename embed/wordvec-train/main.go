@@ -13,7 +13,8 @@
 //     and Dagan, "Improving distributional similarity with lessons learned
 //     from word embeddings", TACL 2015);
 //  4. a rank-Dim truncated SVD of the PPMI matrix by randomised subspace
-//     iteration (Halko, Martinsson and Tropp, 2011); word vector = U·Σ^0.5.
+//     iteration (Halko, Martinsson and Tropp, 2011); word vector = U·Σ^0.5,
+//     each singular vector's sign fixed (its largest entry positive).
 package main
 
 import (
@@ -135,7 +136,6 @@ func train(paths []string, o options, say func(string, ...any)) (*embed.WordVect
 			}
 		}
 	})
-
 	if err != nil {
 		return nil, err
 	}
