@@ -228,9 +228,9 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 	if _, code := run(t, bin, s.dial, append([]string{"cards", "apply", "-f", "../../examples/"}, tlsFlags...)...); code == 0 {
 		t.Error("apply without a token was accepted")
 	}
-	// The bound token's caller, whatever --scopes claims.
-	out, code = run(t, bin, s.dial, append([]string{"discover", "refund the customer", "--token", discover, "-o", "json"}, tlsFlags...)...)
-	if code != 0 || !strings.Contains(out, `"candidateCount"`) {
+	// The bound token's caller, whatever --scopes claims (--tenant may repeat the binding's).
+	out, code = run(t, bin, s.dial, append([]string{"discover", "refund the customer", "--token", discover, "--tenant", "acme", "-o", "json"}, tlsFlags...)...)
+	if code != 0 || !strings.Contains(out, `"candidate_count"`) {
 		t.Fatalf("discover with the bound token: exit %d\n%s", code, out)
 	}
 	if _, code := run(t, bin, s.dial, append([]string{"discover", "refund", "--token", discover, "--tenant", "acme", "--scopes", "*"}, tlsFlags...)...); code == 0 {

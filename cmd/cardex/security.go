@@ -36,7 +36,7 @@ func (s *securityFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.serviceTokens, "service-tokens", os.Getenv("CARDEX_SERVICE_TOKENS"),
 		"service token file: hashed tokens with a role (discover, catalog, admin) and optionally a bound caller (env CARDEX_SERVICE_TOKENS)")
 	f.BoolVar(&s.serviceTokensDB, "service-tokens-db", false,
-		"postgres: also accept the service tokens of the database's service_tokens table (`cardex token new --database-url`), re-read every 30 s; every service then needs a credential")
+		"postgres: also accept the service tokens of the database's service_tokens table (cardex token new --database-url adds to it), re-read every 30 s; every service then needs a credential")
 	f.BoolVar(&s.insecure, "insecure", false,
 		"listen on a non-loopback address although a service accepts calls without a credential (warns at start and in health checks)")
 	f.StringVar(&s.tlsCert, "tls-cert", os.Getenv("CARDEX_TLS_CERT"), "server certificate (PEM) for the gRPC and HTTP listeners (env CARDEX_TLS_CERT)")
