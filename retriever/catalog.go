@@ -27,7 +27,7 @@ type entry struct {
 
 	// dup and words are what near-duplicate detection compares (diverse.go).
 	dup   string
-	words map[string]bool
+	words []uint64
 
 	schemaOnce sync.Once
 	schema     *cards.Schema
@@ -65,6 +65,9 @@ type Retriever struct {
 	seq     uint64
 	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
+	candMu sync.Mutex // guards cands (readers of the view add to it)
+	cands  map[string]*candSet
+
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
@@ -91,6 +94,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byTenant: map[string]map[string]*entry{},
 		byName:   map[string]map[string]map[string]*entry{},
 		changed:  make(chan struct{}),
+		cands:    map[string]*candSet{},
 		servers:  map[string]map[string]cards.ServerInfo{},
 
 		lexWeights:    DefaultLexicalWeights(),
@@ -259,6 +263,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		return err
 	}
 	r.seq = changes[len(changes)-1].Seq
+	r.dropCandidates()
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return nil
