@@ -24,6 +24,10 @@ func WithCollapse(on bool) Option { return func(r *Retriever) { r.collapse = on 
 // DefaultCollapse says whether near-duplicates are collapsed by default.
 const DefaultCollapse = true
 
+// dupGroup counts a tenant's active cards with one dup key: a card alone in
+// its group has no near-duplicate, and collapsing passes it by.
+type dupGroup struct{ n int }
+
 // dupKey is the part of a card that near-duplicates share: its name without
 // its server's words. Computed once per card (entry.dup).
 func dupKey(c *cards.Card) string {
@@ -91,7 +95,7 @@ func collapseList(fused []Fused, alts map[string][]string) []Fused {
 	out := make([]Fused, 0, len(fused))
 	var kept map[string][]*entry // dup key → the kept entries with it
 	for _, f := range fused {
-		if e := f.e; e.dup != "" {
+		if e := f.e; e.group != nil && e.group.n > 1 {
 			if kept == nil {
 				kept = map[string][]*entry{}
 			}
