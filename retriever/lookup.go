@@ -222,8 +222,7 @@ func (r *Retriever) Search(ctx context.Context, c Caller, query string, pageSize
 	var ids []string
 	if strings.TrimSpace(query) == "" {
 		r.mu.RLock()
-		_, cands, _ := r.candidates(c)
-		for id := range cands {
+		for id := range r.candidates(c).entries {
 			ids = append(ids, id)
 		}
 		r.mu.RUnlock()
