@@ -352,6 +352,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	// every ranked tool gets its confidence, and a list whose best tool is
 	// under the minimum confidence is not answered.
 	minConf := r.minConfidence
+	if req.Mode.single() {
+		minConf = 0 // the confidence model is the hybrid ranking's
+	}
 	if req.MinConfidence != nil {
 		minConf = *req.MinConfidence
 	}
