@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -188,11 +189,35 @@ func (r *Retriever) Sync(ctx context.Context) error {
 	}
 }
 
+// readCards reads the cards of the changes that are card writes, spread
+// over the cores (a restart reads every card): got[i] and errs[i] belong to
+// changes[i]; other changes are left zero.
+func (r *Retriever) readCards(ctx context.Context, changes []cards.Change) ([]cards.Card, []error) {
+	got := make([]cards.Card, len(changes))
+	errs := make([]error, len(changes))
+	workers := min(runtime.GOMAXPROCS(0), (len(changes)+31)/32)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(changes); i += workers {
+				if ch := changes[i]; !ch.Deleted && !ch.Key.IsServer() {
+					got[i], errs[i] = r.store.Get(ctx, ch.Key)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return got, errs
+}
+
 func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	var upserts []*entry
 	var removals []string
 	servers := map[cards.Key]*cards.ServerInfo{} // nil: removed
-	for _, ch := range changes {
+	read, readErrs := r.readCards(ctx, changes)
+	for i, ch := range changes {
 		if ch.Key.IsServer() {
 			if ch.Deleted {
 				servers[ch.Key] = nil
@@ -214,7 +239,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 			removals = append(removals, id)
 			continue
 		}
-		c, err := r.store.Get(ctx, ch.Key)
+		c, err := read[i], readErrs[i]
 		switch {
 		case err == nil && c.Status == cards.StatusActive:
 			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})

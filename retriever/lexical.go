@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -278,8 +279,21 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 		if d.Tenant == "" {
 			return fmt.Errorf("lexical upsert: doc %q: empty tenant", d.ID)
 		}
-		an[i].n, an[i].tfs = x.analyse(d)
 	}
+	// Analysis is most of a large batch's cost (a restart's): spread it over
+	// the cores. The analyzer holds no state between calls.
+	workers := min(runtime.GOMAXPROCS(0), (len(docs)+63)/64)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(docs); i += workers {
+				an[i].n, an[i].tfs = x.analyse(&docs[i])
+			}
+		}()
+	}
+	wg.Wait()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.version++
