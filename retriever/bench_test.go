@@ -190,7 +190,6 @@ func putBatches(tb testing.TB, st cards.Store, cs []cards.Card) {
 // third of the scope set (reported as the candidates metric).
 var benchRestrictedScopes = []string{"billing:*", "crm:read", "support:read", "support:write", "analytics:read"}
 
-
 // benchSizes are the catalogue sizes of BenchmarkDiscover and
 // BenchmarkRestart. Pick one with -bench 'Discover$/cards=1000$'.
 var benchSizes = []int{1000, 10_000, 100_000}
