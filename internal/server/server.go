@@ -19,6 +19,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/metrics"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -44,6 +45,9 @@ type Config struct {
 	// State, when set, drives the health statuses and holds the discovery
 	// and execution calls until the schema is current (nil: always ready).
 	State *State
+	// Metrics, when set, counts requests by method and code and records
+	// every discovery (nil: no metrics).
+	Metrics *metrics.Metrics
 }
 
 // New builds a gRPC server with DiscoveryService, CatalogService, health
@@ -55,9 +59,9 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	}
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(accessLog(log), catalogAuth(cfg.CatalogToken), servingOnly(cfg.State)),
+		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryInterceptor(), accessLog(log), catalogAuth(cfg.CatalogToken), servingOnly(cfg.State)),
 	)
-	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, log: log})
+	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, log: log, metrics: cfg.Metrics})
 	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, log: log})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
