@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +19,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/cards/synth"
+	"github.com/seed0cff8200/cardex/internal/apiconv"
 	"github.com/seed0cff8200/cardex/internal/loadgen"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -29,6 +33,7 @@ const (
 	maxBenchConnections = 64
 	maxBenchWriteCards  = 100
 	maxBenchWriteRate   = 1000
+	maxBenchSynthetic   = 100_000
 	benchWriteServer    = "bench"
 )
 
@@ -61,11 +66,11 @@ func benchCmd() *cobra.Command {
 	var cf clientFlags
 	var who callerFlags
 	var (
-		concurrency, count, topK, connections, writeCards int
-		duration                                          time.Duration
-		queriesFile, writeTenant                          string
-		health, allowRemote, keepWrites                   bool
-		writeRate                                         float64
+		concurrency, count, topK, connections, writeCards, synthetic int
+		duration                                                     time.Duration
+		queriesFile, writeTenant                                     string
+		health, allowRemote, keepWrites                              bool
+		writeRate                                                    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--addr HOST:PORT] --tenant T [--scopes S] [-c N] [--duration D | --count N]",
@@ -77,6 +82,11 @@ the same for grpc.health.v1.Health/Check: the cost of the gRPC stack alone, the 
 DiscoverTools. With --write-rate, PutCards of --write-cards cards in the tenant --write-tenant
 (server "bench", a bench-only namespace) run beside the discoveries, and those cards are deleted
 at the end unless --keep-writes.
+
+With --synthetic N, the tenant --write-tenant is first filled with N cards of the synthetic
+catalogue of the retriever's benchmarks (cards/synth; docs/BENCHMARKS.md) and the discoveries,
+with that catalogue's queries, go to that tenant; the cards are deleted at the end unless
+--keep-writes.
 
 Reports, per RPC: requests, errors by gRPC code, requests per second, and p50/p90/p99/max latency
 (within 1%). Progress goes to stderr. Exit status 1 when any request failed.
@@ -101,10 +111,14 @@ A load generator can take a server down: --addr must be a loopback address unles
 				return usageError("--write-rate %g: it must be between 0 (no writes) and %d a second", writeRate, maxBenchWriteRate)
 			case writeCards < 1 || writeCards > maxBenchWriteCards:
 				return usageError("--write-cards %d: it must be between 1 and %d", writeCards, maxBenchWriteCards)
-			case writeRate > 0 && writeTenant == who.tenant:
+			case synthetic < 0 || synthetic > maxBenchSynthetic:
+				return usageError("--synthetic %d: it must be between 0 (none) and %d", synthetic, maxBenchSynthetic)
+			case synthetic > 0 && who.tenant != writeTenant:
+				return usageError("--synthetic cards go to --write-tenant %q, and so do the discoveries: leave out --tenant %q", writeTenant, who.tenant)
+			case synthetic == 0 && writeRate > 0 && writeTenant == who.tenant:
 				return usageError("--write-tenant %q is the tenant of the discoveries: bench writes go to a bench-only tenant", writeTenant)
 			}
-			if writeRate > 0 {
+			if writeRate > 0 || synthetic > 0 {
 				if err := requireTenant(writeTenant); err != nil {
 					return usageError("--write-tenant %q must match [A-Za-z0-9_.-]{1,128}", writeTenant)
 				}
@@ -115,6 +129,9 @@ A load generator can take a server down: --addr must be a loopback address unles
 				}
 			}
 			queries := benchQueries
+			if synthetic > 0 {
+				queries = synth.Queries(50, 7)
+			}
 			if queriesFile != "" {
 				qs, err := readBenchQueries(queriesFile)
 				if err != nil {
@@ -159,7 +176,21 @@ A load generator can take a server down: --addr must be a loopback address unles
 					fmt.Fprintf(os.Stderr, "cardex bench: %s: %.0fs, %s, %d errors\n", rpc, s.Elapsed.Seconds(), done, s.Errors)
 				}
 			}
-			report := benchReport{Addr: cf.addr, Tenant: who.tenant, Queries: len(queries), TopK: topK, Connections: connections}
+			report := benchReport{Addr: cf.addr, Tenant: who.tenant, Queries: len(queries), TopK: topK, Connections: connections, SyntheticCards: synthetic}
+			if synthetic > 0 {
+				cat := pb.NewCatalogServiceClient(conns[0])
+				keys, err := putSynthetic(ctx, cat, callCtx, writeTenant, synthetic)
+				if !keepWrites && len(keys) > 0 {
+					defer func() {
+						if err := deleteCards(ctx, cat, callCtx, keys); err != nil {
+							fmt.Fprintf(os.Stderr, "cardex bench: deleting the synthetic cards of tenant %s: %v\n", writeTenant, err)
+						}
+					}()
+				}
+				if err != nil {
+					return err
+				}
+			}
 			if count > 0 {
 				report.Count = count
 			} else {
@@ -216,7 +247,11 @@ A load generator can take a server down: --addr must be a loopback address unles
 			if writes != nil {
 				report.add("CatalogService/PutCards (beside DiscoverTools)", 1, *writes)
 				if written && !keepWrites {
-					if err := deleteBenchCards(ctx, pb.NewCatalogServiceClient(conns[0]), callCtx, writeTenant, writeCards); err != nil {
+					keys := make([]cards.Key, writeCards)
+					for j := range keys {
+						keys[j] = cards.Key{Tenant: writeTenant, Server: benchWriteServer, Name: fmt.Sprintf("bench_tool_%d", j)}
+					}
+					if err := deleteCards(ctx, pb.NewCatalogServiceClient(conns[0]), callCtx, keys); err != nil {
 						fmt.Fprintf(os.Stderr, "cardex bench: deleting the bench cards of tenant %s: %v\n", writeTenant, err)
 					}
 				}
@@ -251,6 +286,14 @@ A load generator can take a server down: --addr must be a loopback address unles
 		},
 	}
 	cf.register(cmd)
+	// With --synthetic the discoveries go to the write tenant: set it
+	// before the caller's check that --tenant is given.
+	addCheck(cmd, func() error {
+		if synthetic > 0 && who.tenant == "" {
+			who.tenant = writeTenant
+		}
+		return nil
+	})
 	who.register(cmd)
 	f := cmd.Flags()
 	f.IntVarP(&concurrency, "concurrency", "c", 16, fmt.Sprintf("callers at once, each calling again when answered (at most %d)", loadgen.MaxConcurrency))
@@ -264,6 +307,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 	f.IntVar(&writeCards, "write-cards", 3, fmt.Sprintf("cards per PutCards (at most %d)", maxBenchWriteCards))
 	f.StringVar(&writeTenant, "write-tenant", "cardex-bench", "bench-only tenant of the writes (server \"bench\"; never the tenant of the discoveries)")
 	f.BoolVar(&keepWrites, "keep-writes", false, "keep the bench cards written with --write-rate (they are deleted at the end by default)")
+	f.IntVar(&synthetic, "synthetic", 0, fmt.Sprintf("first fill --write-tenant with this many cards of the benchmarks' synthetic catalogue and discover there (at most %d)", maxBenchSynthetic))
 	f.BoolVar(&allowRemote, "allow-remote", false, "allow an --addr that is not a loopback address")
 	return cmd
 }
@@ -348,18 +392,54 @@ func readBenchQueries(path string) ([]string, error) {
 	return out, nil
 }
 
-// deleteBenchCards deletes the cards the writes wrote.
-func deleteBenchCards(ctx context.Context, cat pb.CatalogServiceClient, callCtx func() (context.Context, context.CancelFunc), tenant string, n int) error {
-	var errs []error
-	for j := range n {
+// putSynthetic writes n cards of the synthetic catalogue into tenant, in
+// batches of 1,000, and returns the keys written so far.
+func putSynthetic(ctx context.Context, cat pb.CatalogServiceClient, callCtx func() (context.Context, context.CancelFunc), tenant string, n int) ([]cards.Key, error) {
+	cs := synth.Catalogue(n, 1, tenant)
+	var keys []cards.Key
+	for start := 0; start < len(cs); start += 1000 {
+		batch := cs[start:min(start+1000, len(cs))]
+		req := &pb.PutCardsRequest{}
+		for i := range batch {
+			req.Cards = append(req.Cards, apiconv.CardToProto(&batch[i], true))
+		}
 		c, cancel := callCtx()
-		_, err := cat.DeleteCard(c, &pb.DeleteCardRequest{Tenant: tenant, Server: benchWriteServer, Name: fmt.Sprintf("bench_tool_%d", j)})
+		_, err := cat.PutCards(c, req)
 		cancel()
 		if err != nil {
-			errs = append(errs, err)
+			return keys, fmt.Errorf("writing the synthetic cards %d–%d: %w", start+1, start+len(batch), err)
+		}
+		for i := range batch {
+			keys = append(keys, batch[i].Key())
+		}
+		fmt.Fprintf(os.Stderr, "cardex bench: %d of %d synthetic cards written to tenant %s\n", start+len(batch), n, tenant)
+		if ctx.Err() != nil {
+			return keys, ctx.Err()
 		}
 	}
-	return errors.Join(errs...)
+	return keys, nil
+}
+
+// deleteCards deletes cards, eight at a time.
+func deleteCards(ctx context.Context, cat pb.CatalogServiceClient, callCtx func() (context.Context, context.CancelFunc), keys []cards.Key) error {
+	if len(keys) > 100 {
+		fmt.Fprintf(os.Stderr, "cardex bench: deleting %d cards\n", len(keys))
+	}
+	var next atomic.Int64
+	res, err := loadgen.Run(context.WithoutCancel(ctx), loadgen.Config{Concurrency: min(8, len(keys)), Count: len(keys)}, func(context.Context, int, int) error {
+		k := keys[next.Add(1)-1]
+		c, cancel := callCtx()
+		defer cancel()
+		_, err := cat.DeleteCard(c, &pb.DeleteCardRequest{Tenant: k.Tenant, Server: k.Server, Name: k.Name})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n := res.ErrorCount(); n > 0 {
+		return fmt.Errorf("%d of %d deletes failed (%v)", n, len(keys), res.Errors)
+	}
+	return nil
 }
 
 type benchLatency struct {
@@ -380,14 +460,16 @@ type benchRow struct {
 }
 
 type benchReport struct {
-	Addr        string     `json:"addr"`
-	Tenant      string     `json:"tenant"`
-	Queries     int        `json:"queries"`
-	TopK        int        `json:"top_k"`
-	Connections int        `json:"connections"`
-	Duration    string     `json:"duration,omitempty"`
-	Count       int        `json:"count,omitempty"`
-	Results     []benchRow `json:"results"`
+	Addr        string `json:"addr"`
+	Tenant      string `json:"tenant"`
+	Queries     int    `json:"queries"`
+	TopK        int    `json:"top_k"`
+	Connections int    `json:"connections"`
+	Duration    string `json:"duration,omitempty"`
+	Count       int    `json:"count,omitempty"`
+	// SyntheticCards is --synthetic.
+	SyntheticCards int        `json:"synthetic_cards,omitempty"`
+	Results        []benchRow `json:"results"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

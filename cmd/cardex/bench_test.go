@@ -10,6 +10,7 @@ import (
 
 type benchOut struct {
 	Addr    string `json:"addr"`
+	Tenant  string `json:"tenant"`
 	Queries int    `json:"queries"`
 	Count   int    `json:"count"`
 	Results []struct {
@@ -96,6 +97,15 @@ func TestBench(t *testing.T) {
 		t.Errorf("--keep-writes: the bench cards are gone:\n%s", list)
 	}
 
+	// A synthetic catalogue in the bench tenant, deleted at the end.
+	out = bench(0, "--synthetic", "300", "--scopes", "billing:*,crm:read", "--count", "20", "-c", "2", "--health=false")
+	if r := out.Results[0]; out.Tenant != "cardex-bench" || r.Requests != 20 || len(r.Errors) != 0 || out.Queries != 50 {
+		t.Fatalf("synthetic run: %+v", out)
+	}
+	if list, _ := run(t, bin, addr, "cards", "list", "--tenant", "cardex-bench", "--server", "billing-core", "-o", "json"); !strings.Contains(list, `"cards": []`) {
+		t.Errorf("the synthetic cards were not deleted:\n%s", list)
+	}
+
 	// The table.
 	stdout, _, code := runErr(t, bin, addr, "bench", "--tenant", "acme", "--count", "10", "-c", "2")
 	if code != 0 || !strings.HasPrefix(stdout, "RPC ") || !strings.Contains(stdout, "\nDiscoverTools ") || !strings.Contains(stdout, "\ngrpc.health.v1.Health/Check ") {
@@ -115,6 +125,8 @@ func TestBench(t *testing.T) {
 		{[]string{"bench", "--tenant", "acme", "--write-rate", "5", "--write-tenant", "acme"}, "is the tenant of the discoveries"},
 		{[]string{"bench", "--tenant", "acme", "--write-rate", "5000"}, "--write-rate 5000: it must be between 0 (no writes) and 1000"},
 		{[]string{"bench", "--scopes", "*"}, "--tenant is required"},
+		{[]string{"bench", "--synthetic", "10", "--tenant", "acme"}, "--synthetic cards go to --write-tenant \"cardex-bench\", and so do the discoveries"},
+		{[]string{"bench", "--synthetic", "100001"}, "--synthetic 100001: it must be between 0 (none) and 100000"},
 	} {
 		_, stderr, code := runErr(t, bin, addr, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
