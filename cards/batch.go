@@ -1,6 +1,7 @@
 package cards
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -15,11 +16,15 @@ func BatchItem(i int, c *Card) string {
 
 // NormalizeBatch is the first step of every store's Put: it normalises a
 // copy of each card and refuses a key that appears twice. Errors name the
-// card (FieldError.Item is BatchItem).
-func NormalizeBatch(cs []Card) ([]Card, error) {
+// card (FieldError.Item is BatchItem). It stops between cards when ctx
+// ends (the caller went away): compiling a thousand schemas is work.
+func NormalizeBatch(ctx context.Context, cs []Card) ([]Card, error) {
 	norm := make([]Card, len(cs))
 	seen := make(map[Key]int, len(cs))
 	for i := range cs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		c := cs[i].Clone()
 		if err := Normalize(&c); err != nil {
 			var fe *FieldError

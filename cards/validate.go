@@ -3,6 +3,7 @@ package cards
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -208,6 +209,16 @@ func normalizeSchema(field string, raw json.RawMessage) (json.RawMessage, error)
 	if len(trimmed) > 4*MaxSchemaBytes {
 		return nil, Invalid(field, "is %d bytes; the limit is %d", len(trimmed), MaxSchemaBytes)
 	}
+	// Duplicate keys and the nesting limit before anything else: the
+	// canonical form would silently keep the last of two keys.
+	if _, err := ScanJSON(trimmed, MaxSchemaDepth); err != nil {
+		var dup *DuplicateKeyError
+		var lim *LimitError
+		if errors.As(err, &dup) || errors.As(err, &lim) {
+			return nil, Invalid(field, "%v", err)
+		}
+		return nil, Invalid(field, "is not valid JSON: %v", err)
+	}
 	canon, err := CanonicalJSON(trimmed)
 	if err != nil {
 		return nil, Invalid(field, "is not valid JSON: %v", err)
@@ -219,6 +230,9 @@ func normalizeSchema(field string, raw json.RawMessage) (json.RawMessage, error)
 		return nil, Invalid(field, "must be a JSON object (or boolean) schema")
 	}
 	if _, err := CompileSchema(canon); err != nil {
+		if lim := (*LimitError)(nil); errors.As(err, &lim) {
+			return nil, Invalid(field, "%v", err)
+		}
 		return nil, Invalid(field, "does not compile as JSON Schema: %v", err)
 	}
 	return canon, nil

@@ -305,7 +305,7 @@ type AbstentionReport struct {
 }
 
 // AbstentionThresholds are the thresholds the report lists.
-var AbstentionThresholds = []float64{0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4}
+var AbstentionThresholds = []float64{0, 0.1, 0.2, 0.25, 0.27, 0.28, 0.29, 0.3, 0.35, 0.4}
 
 // RunAbstention registers the kept half of d (AbstentionSplit) in a fresh
 // in-process backend b and runs every in- and out-of-catalogue query at

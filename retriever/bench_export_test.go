@@ -13,7 +13,9 @@ import (
 )
 
 // Hooks for the benchmarks of package retriever_test (bench_test.go): the
-// bare-bleve baseline needs the lexical leg's own mapping and documents.
+// bare-bleve baseline needs the lexical leg's documents and the bleve
+// mapping of its reference (lexical_ref_test.go: the bleve index the leg
+// was, which it matches bit for bit).
 
 // BenchLexicalDoc is the lexical document the retriever indexes for c.
 func BenchLexicalDoc(c cards.Card) LexicalDoc {
@@ -21,7 +23,7 @@ func BenchLexicalDoc(c cards.Card) LexicalDoc {
 }
 
 // BareBleve is the baseline of the lexical leg: a bleve index with the
-// leg's mapping (analyzer, fields) and documents (identifiers split), scored
+// leg's analyzer, fields and documents (identifiers split), scored
 // by bleve's own BM25 with index-wide statistics, and queried with the leg's
 // field boosts for the top k by score. It is what a search with bleve alone
 // costs, without candidate-set statistics, term locations or matched fields.
@@ -33,7 +35,7 @@ type BareBleve struct {
 
 // NewBareBleve indexes docs in batches of 1,000.
 func NewBareBleve(docs []LexicalDoc) (*BareBleve, error) {
-	m := lexMapping()
+	m := refLexMapping()
 	m.ScoringModel = "bm25" // bleve's BM25 (index.BM25Scoring)
 	dir, err := os.MkdirTemp("", "cardex-barebleve-")
 	if err != nil {
@@ -53,7 +55,7 @@ func NewBareBleve(docs []LexicalDoc) (*BareBleve, error) {
 	for start := 0; start < len(docs); start += 1000 {
 		b := idx.NewBatch()
 		for _, d := range docs[start:min(start+1000, len(docs))] {
-			if err := b.Index(d.ID, lexDocument(d)); err != nil {
+			if err := b.Index(d.ID, refLexDocument(d)); err != nil {
 				_ = x.Close()
 				return nil, fmt.Errorf("bare bleve: %s: %w", d.ID, err)
 			}

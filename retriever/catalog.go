@@ -25,9 +25,11 @@ type entry struct {
 	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
 
-	// dup and words are what near-duplicate detection compares (diverse.go).
+	// dup and words are what near-duplicate detection compares (diverse.go);
+	// group counts the tenant's entries with the same dup.
 	dup   string
-	words map[string]bool
+	words []uint64
+	group *dupGroup
 
 	schemaOnce sync.Once
 	schema     *cards.Schema
@@ -65,6 +67,11 @@ type Retriever struct {
 	seq     uint64
 	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
+	dupGroups map[string]*dupGroup // tenant + dup key → its entries' count
+
+	candMu sync.Mutex // guards cands (readers of the view add to it)
+	cands  map[string]*candSet
+
 	minCoverage, minCosine float64 // low-confidence thresholds
 	lexWeights             LexicalWeights
 	serverPrior            float64
@@ -83,15 +90,17 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Retriever{
-		store:    store,
-		emb:      emb,
-		log:      log,
-		vec:      memoryIndex{NewMemoryVectors(emb.Dim())},
-		byID:     map[string]*entry{},
-		byTenant: map[string]map[string]*entry{},
-		byName:   map[string]map[string]map[string]*entry{},
-		changed:  make(chan struct{}),
-		servers:  map[string]map[string]cards.ServerInfo{},
+		store:     store,
+		emb:       emb,
+		log:       log,
+		vec:       memoryIndex{NewMemoryVectors(emb.Dim())},
+		byID:      map[string]*entry{},
+		byTenant:  map[string]map[string]*entry{},
+		byName:    map[string]map[string]map[string]*entry{},
+		changed:   make(chan struct{}),
+		cands:     map[string]*candSet{},
+		dupGroups: map[string]*dupGroup{},
+		servers:   map[string]map[string]cards.ServerInfo{},
 
 		lexWeights:    DefaultLexicalWeights(),
 		serverPrior:   DefaultServerPrior,
@@ -210,6 +219,9 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 			return fmt.Errorf("read card %s: %w", ch.Key, err)
 		}
 	}
+	for _, e := range upserts {
+		e.inputSchema() // compiled once, here, never during a request
+	}
 	if len(upserts) > 0 {
 		keys := make([]cards.Key, len(upserts))
 		for i, e := range upserts {
@@ -259,6 +271,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		return err
 	}
 	r.seq = changes[len(changes)-1].Seq
+	r.dropCandidates()
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return nil
@@ -295,6 +308,14 @@ func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
 func (r *Retriever) add(e *entry) {
 	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
+	if e.dup != "" {
+		k := t + idSep + e.dup
+		if r.dupGroups[k] == nil {
+			r.dupGroups[k] = &dupGroup{}
+		}
+		e.group = r.dupGroups[k]
+		e.group.n++
+	}
 	r.byID[e.id] = e
 	if r.byTenant[t] == nil {
 		r.byTenant[t] = map[string]*entry{}
@@ -313,6 +334,11 @@ func (r *Retriever) drop(id string) {
 		return
 	}
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
+	if e.group != nil {
+		if e.group.n--; e.group.n == 0 {
+			delete(r.dupGroups, t+idSep+e.dup)
+		}
+	}
 	delete(r.byID, id)
 	delete(r.byTenant[t], id)
 	delete(r.byName[t][n], s)

@@ -135,7 +135,7 @@ func validateCaller(c Caller) error {
 	if len(c.Scopes) > 256 {
 		return cards.Invalid("caller.scopes", "has %d entries; the limit is 256", len(c.Scopes))
 	}
-	return nil
+	return checkCallerFields(c)
 }
 
 func validateQuery(field, q string, required bool) error {
@@ -335,8 +335,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 
 	// 2. Authorize first: the candidate set.
 	t0 := time.Now()
-	filter, candidates, catalogTokens := r.candidates(req.Caller)
-	res := Result{CandidateCount: len(candidates), CatalogTokens: catalogTokens}
+	cs := r.candidates(req.Caller)
+	candidates := cs.entries
+	res := Result{CandidateCount: len(candidates), CatalogTokens: cs.tokens}
 	res.Timings.Authorize = time.Since(t0)
 	low := make([]bool, len(lists))
 	if len(candidates) == 0 {
@@ -351,6 +352,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	// every ranked tool gets its confidence, and a list whose best tool is
 	// under the minimum confidence is not answered.
 	minConf := r.minConfidence
+	if req.Mode.single() {
+		minConf = 0 // the confidence model is the hybrid ranking's
+	}
 	if req.MinConfidence != nil {
 		minConf = *req.MinConfidence
 	}
@@ -365,14 +369,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
 			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
-		fused, degraded, err := r.rankText(ctx, req, filter, parts, vec, alpha, &res.Timings)
+		fused, degraded, err := r.rankText(ctx, req, cs, parts, vec, alpha, &res.Timings)
 		if err != nil {
 			return Result{}, nil, err
 		}
 		res.Degraded = res.Degraded || degraded
 		low[i] = r.lowConfidence(fused)
 		if low[i] && l.alt != "" {
-			alt, altDegraded, err := r.rankText(ctx, req, filter, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings)
+			alt, altDegraded, err := r.rankText(ctx, req, cs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings)
 			if err != nil {
 				return Result{}, nil, err
 			}
@@ -398,10 +402,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		t1 := time.Now()
 		fused = r.confident(fused)
 		if !req.Mode.single() {
-			fused = liftServers(fused, r.serverLift(filter, candidates, parts, fused), candidates)
+			fused = liftServers(fused, r.serverLift(cs, parts, fused))
 		}
 		if r.collapse {
-			fused = collapseList(fused, candidates, alts)
+			fused = collapseList(fused, alts)
 		}
 		ranked[i] = fused
 		res.Timings.Fuse += time.Since(t1)
@@ -437,10 +441,12 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		placed[m.ID] = true
 	}
 	for _, m := range merged {
-		e := candidates[m.ID]
-		if e == nil { // never happens: both legs search inside the set
-			continue
+		e := m.e
+		m.e = nil // the view's own; not shown
+		if m.Fields == nil && m.mask != 0 {
+			m.Fields = r.lex.fieldNames(m.mask)
 		}
+		m.mask = 0
 		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
 		for _, id := range alts[m.ID] {
 			if _, shown := taken[id]; shown || placed[id] {
@@ -510,9 +516,9 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 
 // rankText ranks one text inside the candidate set: the lexical and the
 // semantic leg, fused. Call with r.mu held.
-func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, text []WeightedText, qvec []float32, alpha float64, tm *Timings) ([]Fused, bool, error) {
+func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings) ([]Fused, bool, error) {
 	t0 := time.Now()
-	lex, err := r.lex.SearchWeighted(text, filter, LegDepth)
+	lex, err := r.lex.search(text, cs.lexSet(r.lex), cs.filter, LegDepth, false)
 	if err != nil {
 		return nil, false, fmt.Errorf("lexical search: %w", err)
 	}
@@ -521,7 +527,11 @@ func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, te
 	var sem []Hit
 	degraded := qvec == nil
 	if !degraded {
-		sem, err = r.vec.Search(ctx, qvec, filter, LegDepth)
+		if mi, ok := r.vec.(memoryIndex); ok {
+			sem, err = mi.m.SearchSet(qvec, cs.vecSet(mi.m), cs.filter, LegDepth)
+		} else {
+			sem, err = r.vec.Search(ctx, qvec, cs.filter, LegDepth)
+		}
 	}
 	t2 := time.Now()
 	tm.Semantic += t2.Sub(t1)
@@ -538,34 +548,21 @@ func (r *Retriever) rankText(ctx context.Context, req Request, filter Filter, te
 	// Vectors with no positive similarity are no evidence of a match.
 	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
 	lex, sem, single := req.Mode.singleLeg(lex, sem)
+	var fused []Fused
 	if cmp.Or(req.Fusion, DefaultFusion) == FusionRelative && !single {
-		return FuseRelative(lex, sem, alpha), degraded, nil
+		fused = FuseRelative(lex, sem, alpha)
+	} else {
+		fused = FuseRRF(lex, sem, DefaultRRFK)
 	}
-	return FuseRRF(lex, sem, DefaultRRFK), degraded, nil
-}
-
-// candidates is the authorization gate: the caller's tenant's active cards
-// whose required scopes the caller holds. The returned filter restricts the
-// search legs to exactly that set. Call with r.mu held.
-func (r *Retriever) candidates(c Caller) (Filter, map[string]*entry, int64) {
-	all := r.byTenant[c.Tenant]
-	out := make(map[string]*entry, len(all))
-	var tokens int64
-	for id, e := range all {
-		if Allowed(c, &e.card) {
-			out[id] = e
-			tokens += int64(e.tokens)
+	// Attach each card's entry: the later steps need it, and both legs
+	// search inside the set, so every ID has one.
+	kept := fused[:0]
+	for _, f := range fused {
+		if f.e = cs.entries[f.ID]; f.e != nil {
+			kept = append(kept, f)
 		}
 	}
-	f := Filter{Tenant: c.Tenant}
-	if len(out) < len(all) {
-		f.IDs = make([]string, 0, len(out))
-		for id := range out {
-			f.IDs = append(f.IDs, id)
-		}
-		slices.Sort(f.IDs)
-	}
-	return f, out, tokens
+	return kept, degraded, nil
 }
 
 func reason(f Fused) string {

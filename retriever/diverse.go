@@ -1,6 +1,7 @@
 package retriever
 
 import (
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -23,6 +24,10 @@ func WithCollapse(on bool) Option { return func(r *Retriever) { r.collapse = on 
 // DefaultCollapse says whether near-duplicates are collapsed by default.
 const DefaultCollapse = true
 
+// dupGroup counts a tenant's active cards with one dup key: a card alone in
+// its group has no near-duplicate, and collapsing passes it by.
+type dupGroup struct{ n int }
+
 // dupKey is the part of a card that near-duplicates share: its name without
 // its server's words. Computed once per card (entry.dup).
 func dupKey(c *cards.Card) string {
@@ -41,26 +46,38 @@ func dupKey(c *cards.Card) string {
 	return strings.Join(kept, " ")
 }
 
-// summaryWords is the set of a summary's lower-cased words.
-func summaryWords(s string) map[string]bool {
-	out := map[string]bool{}
+// summaryWords are a summary's distinct lower-cased words, as sorted
+// hashes (so that two summaries compare by one merge).
+func summaryWords(s string) []uint64 {
+	var out []uint64
 	for _, w := range strings.Fields(strings.ToLower(SplitIdentifiers(s))) {
 		w = strings.Trim(w, `.,;:!?()[]"'`)
 		if w != "" {
-			out[w] = true
+			h := fnv.New64a()
+			h.Write([]byte(w))
+			out = append(out, h.Sum64())
 		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
-func overlap(a, b map[string]bool) float64 {
+// overlap is the Jaccard similarity of two word sets.
+func overlap(a, b []uint64) float64 {
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
-	n := 0
-	for w := range a {
-		if b[w] {
+	n, i, j := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] == b[j]:
 			n++
+			i++
+			j++
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
 		}
 	}
 	return float64(n) / float64(len(a)+len(b)-n)
@@ -74,23 +91,24 @@ func nearDuplicates(a, b *entry) bool {
 // collapseList keeps, of every group of near-duplicates in a ranked list,
 // the best ranked, and records the others as its alternatives (in rank
 // order). It returns the shortened list and the alternatives by ID.
-func collapseList(fused []Fused, candidates map[string]*entry, alts map[string][]string) []Fused {
+func collapseList(fused []Fused, alts map[string][]string) []Fused {
 	out := make([]Fused, 0, len(fused))
-	var kept []*entry
+	var kept map[string][]*entry // dup key → the kept entries with it
 	for _, f := range fused {
-		e := candidates[f.ID]
-		if e == nil {
-			continue
-		}
-		i := slices.IndexFunc(kept, func(k *entry) bool { return nearDuplicates(k, e) })
-		if i >= 0 {
-			id := kept[i].id
-			if !slices.Contains(alts[id], f.ID) {
-				alts[id] = append(alts[id], f.ID)
+		if e := f.e; e.group != nil && e.group.n > 1 {
+			if kept == nil {
+				kept = map[string][]*entry{}
 			}
-			continue
+			i := slices.IndexFunc(kept[e.dup], func(k *entry) bool { return nearDuplicates(k, e) })
+			if i >= 0 {
+				id := kept[e.dup][i].id
+				if !slices.Contains(alts[id], f.ID) {
+					alts[id] = append(alts[id], f.ID)
+				}
+				continue
+			}
+			kept[e.dup] = append(kept[e.dup], e)
 		}
-		kept = append(kept, e)
 		out = append(out, f)
 	}
 	return out

@@ -25,6 +25,13 @@ type Fused struct {
 	// ranked text (ConfidenceModel), set by the pipeline after fusion; the
 	// fusion functions leave it 0.
 	Confidence float64
+
+	// e is the card's entry in the view, which the pipeline attaches after
+	// fusion so that its later steps look it up once; nil outside it.
+	e *entry
+	// mask is the lexical hit's mask (Hit.mask), from which the pipeline
+	// names the fields of its winners.
+	mask uint16
 }
 
 // DefaultRRFK is the k of reciprocal rank fusion used unless configured
@@ -110,6 +117,7 @@ func joinLegs(lexical, semantic []Hit) []Fused {
 			Lexical:     h.Score,
 			LexicalRank: i + 1,
 			Fields:      slices.Clone(h.Fields),
+			mask:        h.mask,
 			Coverage:    h.Coverage,
 			Evidence:    h.Evidence,
 		})
@@ -150,12 +158,45 @@ func minMaxNormaliser(leg []Hit) func(float64) float64 {
 	return func(s float64) float64 { return (s - lo) / span }
 }
 
-// sortFused orders by Score descending, then ID ascending.
+// sortFused orders by Score descending, then ID ascending. It sorts an index
+// permutation and then moves each element once, in place: a Fused is large,
+// and a sort that swaps elements moves each many times.
 func sortFused(out []Fused) {
-	slices.SortFunc(out, func(a, b Fused) int {
+	if len(out) < 2 {
+		return
+	}
+	var buf [2 * LegDepth]int32
+	idx := buf[:0]
+	if len(out) > len(buf) {
+		idx = make([]int32, 0, len(out))
+	}
+	for i := range out {
+		idx = append(idx, int32(i))
+	}
+	slices.SortFunc(idx, func(i, j int32) int {
+		a, b := &out[i], &out[j]
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
+	// Apply the permutation (position k takes element idx[k]) cycle by
+	// cycle; a done position is marked by a negative index.
+	for start := range idx {
+		if idx[start] < 0 || int(idx[start]) == start {
+			continue
+		}
+		tmp := out[start]
+		k := start
+		for {
+			from := int(idx[k])
+			idx[k] = -1
+			if from == start {
+				out[k] = tmp
+				break
+			}
+			out[k] = out[from]
+			k = from
+		}
+	}
 }

@@ -24,6 +24,10 @@ type Hit struct {
 	// frequency in the candidate set (lexical leg only): matching the rare,
 	// specific words of a query counts more than matching its common ones.
 	Evidence float64
+
+	// mask is Fields as positions of the lexical index's fields, for the
+	// pipeline, which names the fields of its winners only.
+	mask uint16
 }
 
 // Filter restricts a search to a candidate set: the tenant's indexed cards,

@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,12 +12,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
-	"github.com/blevesearch/bleve/v2/index/scorch"
-	"github.com/blevesearch/bleve/v2/mapping"
-	"github.com/blevesearch/bleve/v2/search"
-	"github.com/blevesearch/bleve/v2/search/query"
 )
 
 // LexicalDoc is what the lexical index holds for one card. Text fields are
@@ -95,11 +89,9 @@ func (w LexicalWeights) fields() []lexField {
 	}
 }
 
-// Index field names. The text fields carry the card field names, so a match
-// location's field is reported as is; tenant is a keyword field used only
-// to filter.
+// Index field names: the card field names, reported as they are in
+// Hit.Fields.
 const (
-	lexFieldTenant      = "tenant"
 	lexFieldName        = "name"
 	lexFieldAliases     = "aliases"
 	lexFieldLearned     = "learned"
@@ -114,55 +106,62 @@ const (
 	lexAnalyzer = en.AnalyzerName
 )
 
-// lexTextFields maps index field names to the card field names reported in
-// Hit.Fields.
-var lexTextFields = map[string]string{
-	lexFieldName:        "name",
-	lexFieldAliases:     "aliases",
-	lexFieldLearned:     "learned",
-	lexFieldSummary:     "summary",
-	lexFieldTags:        "tags",
-	lexFieldParams:      "params",
-	lexFieldDescription: "description",
-	lexFieldServer:      "server",
-}
+// maxLexFields is the number of searchable fields (LexicalWeights).
+const maxLexFields = 8
 
-// LexicalIndex is the lexical leg: bleve analyses and matches, and Search
-// scores the matches with BM25F over the caller's candidate set (see
-// Search). It is ephemeral: its contents live as long as the value and are
-// lost on Close. It is safe for concurrent use.
+// LexicalIndex is the lexical leg: BM25F over the caller's candidate set.
+// Text is analysed by bleve's English analyzer (unicode tokenizer,
+// possessive, lower case, English stop words, Porter stemmer) after
+// identifier splitting; the index keeps, per analysed term, a posting list
+// of the docs holding it with the term's frequency in each field, in dense
+// doc numbers, and per doc its field lengths. A search walks the query
+// terms' postings once, keeps the candidates' (a bitset or the tenant), and
+// scores them with statistics of the candidate set alone (see Search).
 //
-// It is a scorch index in a private temporary directory, not bleve's
-// NewMemOnly index: a scorch index with no directory never merges its
-// segments, so the one-card updates of a running server would each leave a
-// segment behind and searches would slow down without bound. Batches do not
-// wait for the disk (unsafe_batch): a batch is searchable when Upsert or
-// Delete returns.
+// It used to be a bleve (scorch) index whose matches, with term locations,
+// were scored here; bleve's own scorers cannot take candidate-set
+// statistics, and resolving its internal doc numbers costs a stored-field
+// read per hit, so finding every candidate match through it was most of a
+// discovery's time (docs/BENCHMARKS.md). The scores are the same, bit for
+// bit (TestLexicalMatchesReference).
+//
+// It is safe for concurrent use. Its contents live as long as the value.
 type LexicalIndex struct {
-	idx       bleve.Index
-	dir       string
-	analyzer  analysis.Analyzer
-	fields    []lexField // weights > 0 only
-	closeOnce sync.Once
-	closeErr  error
+	analyzer analysis.Analyzer
+	fields   []lexField // weights > 0 only
 
-	// Field lengths (in analysed tokens) per doc and their sums per
-	// tenant: the length statistics of BM25, computed over the caller's
-	// candidate set at search time.
-	mu      sync.RWMutex
-	lens    map[string]*lexLens // doc ID → lengths
-	tenants map[string]*lexTenant
+	mu       sync.RWMutex
+	docs     []lexDoc          // by doc number; dead ones have id ""
+	free     []uint32          // dead doc numbers, for reuse
+	byID     map[string]uint32 // doc ID → number
+	postings map[string][]posting
+	tenants  map[string]*lexTenant
+	tenantNo map[string]uint32 // tenant → its number in lexDoc.tenant
+	// version counts mutations; a LexSet built at one version is stale at
+	// the next.
+	version uint64
 }
 
-// lexLens holds one doc's tenant and field lengths, in x.fields order.
-type lexLens struct {
-	tenant string
-	n      []int32
+// lexDoc is one doc: its tenant, field lengths (analysed tokens, in
+// x.fields order) and the distinct terms it holds (to drop its postings).
+type lexDoc struct {
+	id     string
+	tenant uint32
+	n      [maxLexFields]int32
+	terms  []string
+}
+
+// posting is one doc holding a term, with the term's count in each field
+// (x.fields order).
+type posting struct {
+	doc uint32
+	tf  [maxLexFields]uint16
 }
 
 type lexTenant struct {
+	no   uint32
 	docs int
-	sum  []int64 // per field, in x.fields order
+	sum  [maxLexFields]int64 // per field, in x.fields order
 }
 
 // NewLexicalIndex returns an empty index with DefaultLexicalWeights.
@@ -176,27 +175,12 @@ func NewLexicalIndexWithWeights(w LexicalWeights) (*LexicalIndex, error) {
 	if err := w.validate(); err != nil {
 		return nil, err
 	}
-	m := lexMapping()
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("lexical index mapping: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "cardex-lexical-")
+	an, err := lexicalAnalyzer()
 	if err != nil {
-		return nil, fmt.Errorf("lexical index: %w", err)
+		return nil, err
 	}
-	idx, err := bleve.NewUsing(filepath.Join(dir, "index"), m, scorch.Name, scorch.Name,
-		map[string]any{"unsafe_batch": true})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("lexical index: %w", err)
-	}
-	an := idx.Mapping().AnalyzerNamed(lexAnalyzer)
-	if an == nil {
-		_ = idx.Close()
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("lexical index: analyzer %q not registered", lexAnalyzer)
-	}
-	x := &LexicalIndex{idx: idx, dir: dir, analyzer: an, lens: map[string]*lexLens{}, tenants: map[string]*lexTenant{}}
+	x := &LexicalIndex{analyzer: an, byID: map[string]uint32{}, postings: map[string][]posting{},
+		tenants: map[string]*lexTenant{}, tenantNo: map[string]uint32{}}
 	for _, f := range w.fields() {
 		if f.boost > 0 {
 			x.fields = append(x.fields, f)
@@ -205,176 +189,207 @@ func NewLexicalIndexWithWeights(w LexicalWeights) (*LexicalIndex, error) {
 	return x, nil
 }
 
-func lexMapping() *mapping.IndexMappingImpl {
-	text := func() *mapping.FieldMapping {
-		fm := bleve.NewTextFieldMapping()
-		fm.Analyzer = lexAnalyzer
-		fm.Store = false
-		fm.IncludeInAll = false
-		fm.IncludeTermVectors = true // for hit locations: which fields matched
-		fm.DocValues = false
-		return fm
+// lexicalAnalyzer is bleve's English analyzer, from bleve's registry.
+func lexicalAnalyzer() (analysis.Analyzer, error) {
+	an := bleve.NewIndexMapping().AnalyzerNamed(lexAnalyzer)
+	if an == nil {
+		return nil, fmt.Errorf("lexical index: analyzer %q not registered", lexAnalyzer)
 	}
-	kw := bleve.NewKeywordFieldMapping()
-	kw.Analyzer = keyword.Name
-	kw.Store = false
-	kw.IncludeInAll = false
-	kw.IncludeTermVectors = false
-	kw.DocValues = false
-
-	dm := bleve.NewDocumentStaticMapping()
-	dm.AddFieldMappingsAt(lexFieldTenant, kw)
-	for name := range lexTextFields {
-		dm.AddFieldMappingsAt(name, text())
-	}
-
-	m := bleve.NewIndexMapping()
-	m.DefaultMapping = dm
-	m.DefaultAnalyzer = lexAnalyzer
-	m.IndexDynamic = false
-	m.StoreDynamic = false
-	m.DocValuesDynamic = false
-	return m
+	return an, nil
 }
 
-// lexDocument is the bleve document of a card: identifier-split text.
-func lexDocument(d LexicalDoc) map[string]any {
-	return map[string]any{
-		lexFieldTenant:      d.Tenant,
-		lexFieldServer:      SplitIdentifiers(d.Server),
-		lexFieldName:        SplitIdentifiers(d.Name),
-		lexFieldSummary:     SplitIdentifiers(d.Summary),
-		lexFieldDescription: SplitIdentifiers(d.Description),
-		lexFieldAliases:     lexSplitAll(d.Aliases),
-		lexFieldLearned:     lexSplitAll(d.Learned),
-		lexFieldTags:        lexSplitAll(d.Tags),
-		lexFieldParams:      lexSplitAll(d.Params),
+// fieldValues returns a doc's values of field name, identifier-split.
+func fieldValues(d *LexicalDoc, name string) []string {
+	one := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return []string{SplitIdentifiers(s)}
 	}
+	all := func(ss []string) []string {
+		out := make([]string, 0, len(ss))
+		for _, s := range ss {
+			if t := SplitIdentifiers(s); t != "" {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	switch name {
+	case lexFieldServer:
+		return one(d.Server)
+	case lexFieldName:
+		return one(d.Name)
+	case lexFieldSummary:
+		return one(d.Summary)
+	case lexFieldDescription:
+		return one(d.Description)
+	case lexFieldAliases:
+		return all(d.Aliases)
+	case lexFieldLearned:
+		return all(d.Learned)
+	case lexFieldTags:
+		return all(d.Tags)
+	case lexFieldParams:
+		return all(d.Params)
+	}
+	return nil
 }
 
-func lexSplitAll(ss []string) []any {
-	out := make([]any, 0, len(ss))
-	for _, s := range ss {
-		if t := SplitIdentifiers(s); t != "" {
-			out = append(out, t)
+// analyse returns a doc's field lengths and per-term field frequencies.
+func (x *LexicalIndex) analyse(d *LexicalDoc) ([maxLexFields]int32, map[string]*[maxLexFields]uint16) {
+	var n [maxLexFields]int32
+	tfs := map[string]*[maxLexFields]uint16{}
+	for i, fl := range x.fields {
+		for _, v := range fieldValues(d, fl.name) {
+			for _, tok := range x.analyzer.Analyze([]byte(v)) {
+				n[i]++
+				t := string(tok.Term)
+				tf := tfs[t]
+				if tf == nil {
+					tf = new([maxLexFields]uint16)
+					tfs[t] = tf
+				}
+				if tf[i] < math.MaxUint16 {
+					tf[i]++
+				}
+			}
 		}
 	}
-	return out
+	return n, tfs
 }
 
 // Upsert indexes docs in one batch, replacing any doc with the same ID.
+// Analysis runs before the index is locked, so searches go on meanwhile.
 func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 	if len(docs) == 0 {
 		return nil
 	}
-	b := x.idx.NewBatch()
-	for i, d := range docs {
+	type analysed struct {
+		n   [maxLexFields]int32
+		tfs map[string]*[maxLexFields]uint16
+	}
+	an := make([]analysed, len(docs))
+	for i := range docs {
+		d := &docs[i]
 		if d.ID == "" {
 			return fmt.Errorf("lexical upsert: doc %d: empty ID", i)
 		}
 		if d.Tenant == "" {
 			return fmt.Errorf("lexical upsert: doc %q: empty tenant", d.ID)
 		}
-		if err := b.Index(d.ID, lexDocument(d)); err != nil {
-			return fmt.Errorf("lexical upsert: doc %q: %w", d.ID, err)
-		}
-	}
-	if err := x.idx.Batch(b); err != nil {
-		return fmt.Errorf("lexical upsert: %w", err)
+		an[i].n, an[i].tfs = x.analyse(d)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for _, d := range docs {
-		x.forget(d.ID)
-		doc := lexDocument(d)
-		l := &lexLens{tenant: d.Tenant, n: make([]int32, len(x.fields))}
-		for i, fl := range x.fields {
-			l.n[i] = int32(x.fieldLen(doc[fl.name]))
+	x.version++
+	for i := range docs {
+		d := &docs[i]
+		num, exists := x.byID[d.ID]
+		if exists {
+			x.forget(num)
+		} else if k := len(x.free); k > 0 {
+			num, x.free = x.free[k-1], x.free[:k-1]
+		} else {
+			num = uint32(len(x.docs))
+			x.docs = append(x.docs, lexDoc{})
 		}
-		x.lens[d.ID] = l
 		t := x.tenants[d.Tenant]
 		if t == nil {
-			t = &lexTenant{sum: make([]int64, len(x.fields))}
+			no, ok := x.tenantNo[d.Tenant]
+			if !ok {
+				no = uint32(len(x.tenantNo))
+				x.tenantNo[d.Tenant] = no
+			}
+			t = &lexTenant{no: no}
 			x.tenants[d.Tenant] = t
 		}
+		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n, terms: make([]string, 0, len(an[i].tfs))}
+		for term, tf := range an[i].tfs {
+			doc.terms = append(doc.terms, term)
+			x.addPosting(term, posting{doc: num, tf: *tf})
+		}
+		x.docs[num] = doc
+		x.byID[d.ID] = num
 		t.docs++
-		for i, n := range l.n {
-			t.sum[i] += int64(n)
+		for f, v := range doc.n {
+			t.sum[f] += int64(v)
 		}
 	}
 	return nil
 }
 
-// forget drops a doc's length statistics. Call with x.mu held.
-func (x *LexicalIndex) forget(id string) {
-	l, ok := x.lens[id]
-	if !ok {
+// addPosting inserts p into the term's list, kept in doc order (an append
+// for new docs, which get increasing numbers). Call with x.mu held.
+func (x *LexicalIndex) addPosting(term string, p posting) {
+	ps := x.postings[term]
+	if k := len(ps); k == 0 || ps[k-1].doc < p.doc {
+		x.postings[term] = append(ps, p)
 		return
 	}
-	delete(x.lens, id)
-	t := x.tenants[l.tenant]
-	t.docs--
-	for i, n := range l.n {
-		t.sum[i] -= int64(n)
-	}
-	if t.docs == 0 {
-		delete(x.tenants, l.tenant)
-	}
+	i, _ := slices.BinarySearchFunc(ps, p.doc, func(q posting, d uint32) int { return int(int64(q.doc) - int64(d)) })
+	x.postings[term] = slices.Insert(ps, i, p)
 }
 
-// fieldLen counts the analysed tokens of a field value (text or list).
-func (x *LexicalIndex) fieldLen(v any) int {
-	switch v := v.(type) {
-	case string:
-		return len(x.analyzer.Analyze([]byte(v)))
-	case []any:
-		n := 0
-		for _, e := range v {
-			n += x.fieldLen(e)
+// forget drops doc num's postings and length statistics; its number stays
+// taken (the caller reuses or frees it). Call with x.mu held.
+func (x *LexicalIndex) forget(num uint32) {
+	d := &x.docs[num]
+	for _, term := range d.terms {
+		ps := x.postings[term]
+		i, found := slices.BinarySearchFunc(ps, num, func(q posting, n uint32) int { return int(int64(q.doc) - int64(n)) })
+		if !found {
+			continue
 		}
-		return n
+		if ps = slices.Delete(ps, i, i+1); len(ps) == 0 {
+			delete(x.postings, term)
+		} else {
+			x.postings[term] = ps
+		}
 	}
-	return 0
+	for name, t := range x.tenants {
+		if t.no != d.tenant {
+			continue
+		}
+		t.docs--
+		for f, v := range d.n {
+			t.sum[f] -= int64(v)
+		}
+		if t.docs == 0 {
+			delete(x.tenants, name)
+		}
+		break
+	}
+	delete(x.byID, d.id)
+	*d = lexDoc{}
 }
 
-// Delete removes the docs with the given IDs in one batch; unknown IDs are
-// ignored.
+// Delete removes the docs with the given IDs; unknown IDs are ignored.
 func (x *LexicalIndex) Delete(ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	b := x.idx.NewBatch()
-	for _, id := range ids {
-		b.Delete(id)
-	}
-	if err := x.idx.Batch(b); err != nil {
-		return fmt.Errorf("lexical delete: %w", err)
-	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.version++
 	for _, id := range ids {
-		x.forget(id)
+		if num, ok := x.byID[id]; ok {
+			x.forget(num)
+			x.free = append(x.free, num)
+		}
 	}
 	return nil
 }
 
 // Count returns the number of indexed docs, all tenants together.
 func (x *LexicalIndex) Count() (uint64, error) {
-	return x.idx.DocCount()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return uint64(len(x.byID)), nil
 }
 
-// Close releases the index and removes its directory. Calls after the first
-// return the first call's result.
-func (x *LexicalIndex) Close() error {
-	x.closeOnce.Do(func() {
-		err := x.idx.Close()
-		if rmErr := os.RemoveAll(x.dir); err == nil {
-			err = rmErr
-		}
-		x.closeErr = err
-	})
-	return x.closeErr
-}
+// Close releases the index. It may be called more than once.
+func (x *LexicalIndex) Close() error { return nil }
 
 // BM25F parameters (Robertson, Zaragoza and Taylor, "Simple BM25 extension
 // to multiple weighted fields", 2004): term frequencies are length-
@@ -385,17 +400,83 @@ const (
 	bm25B  = 0.75
 )
 
+// LexSet is a candidate set prepared for the lexical index: the member
+// docs as a bitset, their count and average field lengths. It is valid
+// until the index changes (Prepare again then; Search checks).
+type LexSet struct {
+	x       *LexicalIndex
+	version uint64
+	tenant  uint32
+	all     bool     // every doc of the tenant
+	bits    []uint64 // by doc number, when not all
+	n       int
+	avg     [maxLexFields]float64
+	empty   bool
+}
+
+// Prepare builds the LexSet of a filter: its docs, count and average field
+// lengths, as Search would compute them.
+func (x *LexicalIndex) Prepare(f Filter) *LexSet {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.prepare(f)
+}
+
+// prepare is Prepare with x.mu held.
+func (x *LexicalIndex) prepare(f Filter) *LexSet {
+	s := &LexSet{x: x, version: x.version}
+	t := x.tenants[f.Tenant]
+	if t == nil || (f.IDs != nil && len(f.IDs) == 0) {
+		s.empty = true
+		return s
+	}
+	s.tenant = t.no
+	if f.IDs == nil {
+		s.all, s.n = true, t.docs
+		for i, v := range t.sum {
+			s.avg[i] = float64(v) / float64(t.docs)
+		}
+		return s
+	}
+	s.bits = make([]uint64, (len(x.docs)+63)/64)
+	var sum [maxLexFields]int64
+	for _, id := range f.IDs {
+		num, ok := x.byID[id]
+		if !ok || x.docs[num].tenant != t.no || s.bits[num/64]&(1<<(num%64)) != 0 {
+			continue
+		}
+		s.bits[num/64] |= 1 << (num % 64)
+		s.n++
+		for i, v := range x.docs[num].n {
+			sum[i] += int64(v)
+		}
+	}
+	if s.n == 0 {
+		s.empty = true
+		return s
+	}
+	for i := range sum {
+		s.avg[i] = float64(sum[i]) / float64(s.n)
+	}
+	return s
+}
+
+func (s *LexSet) has(num uint32, d *lexDoc) bool {
+	if s.all {
+		return d.id != "" && d.tenant == s.tenant
+	}
+	return int(num/64) < len(s.bits) && s.bits[num/64]&(1<<(num%64)) != 0
+}
+
 // Search returns at most limit docs of the candidate set f that match query,
 // best first: score descending, then ID ascending, which within a tenant is
 // (server, name) order (see DocID). A query without searchable terms (empty,
 // stop words only) returns no hits.
 //
-// bleve analyses and matches: the candidate set is a filter inside the bleve
-// query, which returns every matching candidate with its term locations.
-// cardex scores them with BM25F whose statistics (document count, document
-// frequencies, average field lengths) are those of the candidate set alone,
-// so no score depends on a card the caller cannot see — another tenant's or
-// one outside the caller's scopes.
+// Scores are BM25F whose statistics (document count, document frequencies,
+// average field lengths) are those of the candidate set alone, so no score
+// depends on a card the caller cannot see — another tenant's or one outside
+// the caller's scopes.
 func (x *LexicalIndex) Search(q string, f Filter, limit int) ([]Hit, error) {
 	return x.SearchWeighted([]WeightedText{{Text: q, Weight: 1}}, f, limit)
 }
@@ -412,31 +493,36 @@ type WeightedText struct {
 // counted at the highest weight of a text holding it, that the hit matched.
 // Search(q) is SearchWeighted of q alone at weight 1.
 func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int) ([]Hit, error) {
-	if limit < 0 {
-		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
-	}
 	if f.Tenant == "" {
 		return nil, errors.New("lexical search: filter has no tenant")
+	}
+	return x.SearchSet(parts, nil, f, limit)
+}
+
+// SearchSet is SearchWeighted inside a prepared candidate set (from
+// Prepare with f, or nil to prepare it here); a set prepared before the
+// index changed is prepared again.
+func (x *LexicalIndex) SearchSet(parts []WeightedText, set *LexSet, f Filter, limit int) ([]Hit, error) {
+	return x.search(parts, set, f, limit, true)
+}
+
+// search is SearchSet; without names, hits carry their matched fields as
+// a mask only (Hit.mask; fieldNames names them).
+func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
 	}
 	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 {
 		return nil, nil
 	}
 	qtf := map[string]float64{}   // query weight of each term
 	cover := map[string]float64{} // its weight in the coverage
-	texts := make([]string, 0, len(parts))
 	for _, p := range parts {
 		if !(p.Weight > 0) {
 			continue
 		}
-		text := SplitIdentifiers(p.Text)
-		texts = append(texts, text)
-		for _, tok := range x.analyzer.Analyze([]byte(text)) {
+		for _, tok := range x.analyzer.Analyze([]byte(SplitIdentifiers(p.Text))) {
 			t := string(tok.Term)
-			if os.Getenv("QTF1") != "" {
-				if _, seen := cover[t]; seen && cover[t] >= p.Weight {
-					continue
-				}
-			}
 			qtf[t] += p.Weight
 			cover[t] = max(cover[t], p.Weight)
 		}
@@ -444,169 +530,212 @@ func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int)
 	if len(qtf) == 0 {
 		return nil, nil
 	}
-	text := strings.Join(texts, " ")
 	terms := make([]string, 0, len(qtf))
 	for t := range qtf {
 		terms = append(terms, t)
 	}
 	sort.Strings(terms)
 
-	// Candidate-set statistics: N and the average length of each field.
 	x.mu.RLock()
-	n, avg := x.candidateStats(f)
-	x.mu.RUnlock()
-	if n == 0 {
+	defer x.mu.RUnlock()
+	if set == nil || set.x != x || set.version != x.version {
+		set = x.prepare(f)
+	}
+	if set.empty || set.n == 0 {
 		return nil, nil
 	}
+	n := float64(set.n)
 
-	// Matching: any analysed query term in any field (OR), inside the
-	// candidate set; bleve's own scores are not used.
-	perField := make([]query.Query, 0, len(x.fields))
-	for _, fl := range x.fields {
-		mq := bleve.NewMatchQuery(text)
-		mq.SetField(fl.name)
-		mq.SetOperator(query.MatchQueryOperatorOr)
-		perField = append(perField, mq)
+	// Per term: walk its postings once, keeping the candidates, with the
+	// length-normalised, boosted frequency summed over fields in the fixed
+	// field order (so the floating-point sums, and the scores, are the same
+	// on every run); the candidates holding it are its exact document
+	// frequency. Then add each holder's saturated, IDF-weighted share.
+	acc := getLexAcc(len(x.docs))
+	defer putLexAcc(acc)
+	coverTotal, evidenceTotal := 0.0, 0.0
+	for _, t := range terms {
+		coverTotal += cover[t]
 	}
-	tq := bleve.NewTermQuery(f.Tenant)
-	tq.SetField(lexFieldTenant)
-	var filter query.Query = tq
-	if f.IDs != nil {
-		filter = bleve.NewConjunctionQuery(tq, bleve.NewDocIDQuery(f.IDs))
+	type held struct {
+		doc uint32
+		tf  float64
 	}
-	bq := bleve.NewBooleanQuery()
-	bq.AddMust(bleve.NewDisjunctionQuery(perField...))
-	bq.AddFilter(filter)
-	req := bleve.NewSearchRequestOptions(bq, n, 0, false)
-	req.IncludeLocations = true
-	req.Score = bleve.ScoreNone
-	req.SortBy([]string{"_id"})
-	res, err := x.idx.Search(req)
-	if err != nil {
-		return nil, fmt.Errorf("lexical search: %w", err)
-	}
-
-	// Per hit, the length-normalised, boosted frequency of each query term,
-	// summed over fields in the fixed field order (so the floating-point
-	// sums, and the scores, are the same on every run).
-	termIdx := make(map[string]int, len(terms))
-	for i, t := range terms {
-		termIdx[t] = i
-	}
-	x.mu.RLock()
-	tfs := make([]float64, len(res.Hits)*len(terms))
-	df := make([]int, len(terms))
-	keep := make([]bool, len(res.Hits))
-	for h, m := range res.Hits {
-		l := x.lens[m.ID]
-		if l == nil { // deleted since the search; never a candidate now
-			continue
-		}
-		keep[h] = true
-		row := tfs[h*len(terms) : (h+1)*len(terms)]
-		for i, fl := range x.fields {
-			if avg[i] == 0 {
+	var buf []held
+	for _, t := range terms {
+		buf = buf[:0]
+		for _, p := range x.postings[t] {
+			d := &x.docs[p.doc]
+			if !set.has(p.doc, d) {
 				continue
 			}
-			norm := 1 - bm25B + bm25B*float64(l.n[i])/avg[i]
-			for t, locs := range m.Locations[fl.name] {
-				if k, ok := termIdx[t]; ok && len(locs) > 0 {
-					row[k] += fl.boost * float64(len(locs)) / norm
+			tf := 0.0
+			var mask uint16
+			for i, fl := range x.fields {
+				if p.tf[i] == 0 || set.avg[i] == 0 {
+					continue
 				}
+				norm := 1 - bm25B + bm25B*float64(d.n[i])/set.avg[i]
+				tf += fl.boost * float64(p.tf[i]) / norm
+				mask |= 1 << i
 			}
-		}
-		for k, tf := range row {
 			if tf > 0 {
-				df[k]++ // every candidate holding the term matched: exact df
+				buf = append(buf, held{p.doc, tf})
+				acc.fields[p.doc] |= mask
 			}
 		}
-	}
-	x.mu.RUnlock()
-	idf := make([]float64, len(terms))
-	for k, t := range terms {
-		idf[k] = qtf[t] * math.Log(1+(float64(n)-float64(df[k])+0.5)/(float64(df[k])+0.5))
-	}
-	coverTotal, evidenceTotal := 0.0, 0.0
-	idfOne := make([]float64, len(terms)) // idf of one occurrence
-	for k, t := range terms {
-		coverTotal += cover[t]
-		idfOne[k] = idf[k] / qtf[t]
-		evidenceTotal += cover[t] * idfOne[k]
-	}
-	hits := make([]Hit, 0, len(res.Hits))
-	for h, m := range res.Hits {
-		if !keep[h] {
-			continue
-		}
-		score, matched, evidence := 0.0, 0.0, 0.0
-		for k, tf := range tfs[h*len(terms) : (h+1)*len(terms)] {
-			if tf > 0 {
-				score += idf[k] * tf / (bm25K1 + tf)
-				matched += cover[terms[k]]
-				evidence += cover[terms[k]] * idfOne[k]
+		df := float64(len(buf))
+		idfOne := math.Log(1 + (n-df+0.5)/(df+0.5))
+		idf := qtf[t] * idfOne
+		evidenceTotal += cover[t] * idfOne
+		for _, h := range buf {
+			if !acc.seen[h.doc] {
+				acc.seen[h.doc] = true
+				acc.touched = append(acc.touched, h.doc)
 			}
-		}
-		if score > 0 {
-			hits = append(hits, Hit{ID: m.ID, Score: score, Fields: lexMatchedFields(m.Locations),
-				Coverage: matched / coverTotal, Evidence: evidence / evidenceTotal})
+			acc.score[h.doc] += idf * h.tf / (bm25K1 + h.tf)
+			acc.matched[h.doc] += cover[t]
+			acc.evidence[h.doc] += cover[t] * idfOne
 		}
 	}
-	sort.Slice(hits, func(i, j int) bool {
-		if hits[i].Score != hits[j].Score {
-			return hits[i].Score > hits[j].Score
+
+	// The best limit, score descending then ID ascending.
+	top := lexTop{limit: limit}
+	for _, num := range acc.touched {
+		if s := acc.score[num]; s > 0 {
+			top.offer(num, s, x.docs[num].id)
 		}
-		return hits[i].ID < hits[j].ID
-	})
-	if len(hits) > limit {
-		hits = hits[:limit]
+	}
+	winners := top.sorted()
+	hits := make([]Hit, len(winners))
+	for i, w := range winners {
+		hits[i] = Hit{ID: x.docs[w.num].id, Score: w.score, mask: acc.fields[w.num],
+			Coverage: acc.matched[w.num] / coverTotal, Evidence: acc.evidence[w.num] / evidenceTotal}
+		if names {
+			hits[i].Fields = x.fieldNames(hits[i].mask)
+		}
 	}
 	return hits, nil
 }
 
-// candidateStats returns the size of the candidate set and the average
-// length of each field over it. Call with x.mu held.
-func (x *LexicalIndex) candidateStats(f Filter) (int, []float64) {
-	avg := make([]float64, len(x.fields))
-	if f.IDs == nil {
-		t := x.tenants[f.Tenant]
-		if t == nil {
-			return 0, avg
-		}
-		for i, s := range t.sum {
-			avg[i] = float64(s) / float64(t.docs)
-		}
-		return t.docs, avg
-	}
-	n := 0
-	sum := make([]int64, len(x.fields))
-	seen := make(map[string]bool, len(f.IDs))
-	for _, id := range f.IDs {
-		l := x.lens[id]
-		if l == nil || l.tenant != f.Tenant || seen[id] {
-			continue
-		}
-		seen[id] = true
-		n++
-		for i, v := range l.n {
-			sum[i] += int64(v)
-		}
-	}
-	for i := range sum {
-		if n > 0 {
-			avg[i] = float64(sum[i]) / float64(n)
-		}
-	}
-	return n, avg
-}
-
-func lexMatchedFields(locs search.FieldTermLocationMap) []string {
-	out := make([]string, 0, len(locs))
-	for f := range locs {
-		if name, ok := lexTextFields[f]; ok {
-			out = append(out, name)
+// fieldNames lists the card fields of a mask of x.fields positions, sorted.
+func (x *LexicalIndex) fieldNames(mask uint16) []string {
+	out := make([]string, 0, 4)
+	for i, fl := range x.fields {
+		if mask&(1<<i) != 0 {
+			out = append(out, fl.name)
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// lexAcc holds a search's per-doc accumulators, by doc number; only the
+// touched entries are non-zero, and are zeroed again on release.
+type lexAcc struct {
+	score, matched, evidence []float64
+	fields                   []uint16
+	seen                     []bool
+	touched                  []uint32
+}
+
+var lexAccPool sync.Pool
+
+func getLexAcc(n int) *lexAcc {
+	a, _ := lexAccPool.Get().(*lexAcc)
+	if a == nil || len(a.score) < n {
+		size := max(n, 64)
+		return &lexAcc{score: make([]float64, size), matched: make([]float64, size), evidence: make([]float64, size),
+			fields: make([]uint16, size), seen: make([]bool, size)}
+	}
+	return a
+}
+
+func putLexAcc(a *lexAcc) {
+	for _, num := range a.touched {
+		a.score[num], a.matched[num], a.evidence[num], a.fields[num], a.seen[num] = 0, 0, 0, 0, false
+	}
+	a.touched = a.touched[:0]
+	lexAccPool.Put(a)
+}
+
+// lexTop keeps the best limit docs seen: a heap whose root is the worst
+// kept (lowest score, then greatest ID).
+type lexTop struct {
+	limit int
+	items []lexScored
+}
+
+type lexScored struct {
+	num   uint32
+	score float64
+	id    string
+}
+
+// better orders by score descending, then ID ascending.
+func (a lexScored) better(b lexScored) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.id < b.id
+}
+
+func (t *lexTop) offer(num uint32, score float64, id string) {
+	s := lexScored{num, score, id}
+	if len(t.items) < t.limit {
+		t.items = append(t.items, s)
+		t.up(len(t.items) - 1)
+		return
+	}
+	if !s.better(t.items[0]) {
+		return
+	}
+	t.items[0] = s
+	t.down(0)
+}
+
+func (t *lexTop) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if t.items[p].better(t.items[i]) { // the child is worse: it goes up
+
+			t.items[p], t.items[i] = t.items[i], t.items[p]
+			i = p
+			continue
+		}
+		break
+	}
+}
+
+func (t *lexTop) down(i int) {
+	n := len(t.items)
+	for {
+		worst, l, r := i, 2*i+1, 2*i+2
+		if l < n && t.items[worst].better(t.items[l]) {
+			worst = l
+		}
+		if r < n && t.items[worst].better(t.items[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		t.items[i], t.items[worst] = t.items[worst], t.items[i]
+		i = worst
+	}
+}
+
+func (t *lexTop) sorted() []lexScored {
+	out := slices.Clone(t.items)
+	slices.SortFunc(out, func(a, b lexScored) int {
+		if a.better(b) {
+			return -1
+		}
+		if b.better(a) {
+			return 1
+		}
+		return 0
+	})
 	return out
 }
 

@@ -149,6 +149,9 @@ func argumentViolations(e *entry, args []byte) []string {
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		return []string{"arguments must be a JSON object"}
 	}
+	if _, err := cards.ScanJSON(args, cards.MaxArgumentsDepth); err != nil {
+		return []string{err.Error()} // a duplicate key (at its path), or nested too deep
+	}
 	schema, err := e.inputSchema()
 	if err != nil {
 		return []string{"the card's input schema does not compile: " + err.Error()}
@@ -219,8 +222,7 @@ func (r *Retriever) Search(ctx context.Context, c Caller, query string, pageSize
 	var ids []string
 	if strings.TrimSpace(query) == "" {
 		r.mu.RLock()
-		_, cands, _ := r.candidates(c)
-		for id := range cands {
+		for id := range r.candidates(c).entries {
 			ids = append(ids, id)
 		}
 		r.mu.RUnlock()

@@ -105,6 +105,7 @@ func discover(t testing.TB, r *retriever.Retriever, req retriever.Request) retri
 	if err != nil {
 		t.Fatalf("Discover(%q): %v", req.Query, err)
 	}
+	res.Timings = retriever.Timings{} // wall time, different on every run
 	return res
 }
 
@@ -236,8 +237,10 @@ func allowedWeakMatches() []cards.Card {
 func TestCandidateSetInsideBothLegs(t *testing.T) {
 	ctx := context.Background()
 	allowed := allowedWeakMatches()
-	full := newRetriever(t, newStore(t, append(forbiddenLookalikes(), allowed...)...), nil)
-	only := newRetriever(t, newStore(t, allowed...), nil)
+	// Weak matches are all the shopper may see: without a minimum
+	// confidence they come back rather than an abstention.
+	full := newRetrieverWith(t, newStore(t, append(forbiddenLookalikes(), allowed...)...), retriever.WithMinConfidence(0))
+	only := newRetrieverWith(t, newStore(t, allowed...), retriever.WithMinConfidence(0))
 	shopper := caller("shop:read", "billing:*")
 	const q = "export the customer invoice ledger as pdf"
 

@@ -82,36 +82,31 @@ func (x *serverIndex) update(ss []cards.ServerInfo, remove []cards.Key) error {
 // the server prior × its best tool's share of the list's best score, plus
 // the server boost × its entry's lexical evidence for text. Call with r.mu
 // held.
-func (r *Retriever) serverLift(filter Filter, candidates map[string]*entry, text []WeightedText, fused []Fused) map[string]float64 {
+func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused) map[string]float64 {
 	if len(fused) == 0 || !(fused[0].Score > 0) {
 		return nil
 	}
 	out := map[string]float64{}
 	if r.serverPrior > 0 {
 		for _, f := range fused {
-			if e := candidates[f.ID]; e != nil {
-				out[e.card.Server] = max(out[e.card.Server], r.serverPrior*f.Score/fused[0].Score)
-			}
+			out[f.e.card.Server] = max(out[f.e.card.Server], r.serverPrior*f.Score/fused[0].Score)
 		}
 	}
-	entries := r.servers[filter.Tenant]
+	entries := r.servers[cs.filter.Tenant]
 	if r.serverBoost <= 0 || len(entries) == 0 {
 		return out
 	}
-	visible := map[string]bool{}
 	var ids []string
-	for _, e := range candidates {
-		if s := e.card.Server; !visible[s] {
-			visible[s] = true
-			if _, ok := entries[s]; ok {
-				ids = append(ids, DocID(cards.ServerKey(filter.Tenant, s)))
-			}
+	for _, s := range cs.servers {
+		if _, ok := entries[s]; ok {
+			ids = append(ids, DocID(cards.ServerKey(cs.filter.Tenant, s)))
 		}
 	}
 	if len(ids) == 0 {
 		return out
 	}
-	hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: filter.Tenant, IDs: ids}, len(ids))
+	// ids are in server order, so the statistics sum in a fixed order.
+	hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: cs.filter.Tenant, IDs: ids}, len(ids))
 	if err != nil {
 		r.log.Warn("server entry search failed", "err", err)
 		return out
@@ -132,9 +127,9 @@ const directConfidence = 0.1
 // best score for a direct match (confidence at least directConfidence), and
 // for any other tool the lowest score of the direct matches ranked above
 // it, so a tool that is not a direct match on its own evidence never passes
-// one. Destructive tools are not lifted. fused must carry confidences; it is
-// not modified, and the result is re-sorted.
-func liftServers(fused []Fused, lift map[string]float64, candidates map[string]*entry) []Fused {
+// one. Destructive tools are not lifted. fused must carry confidences and
+// entries; it is not modified, and the result is re-sorted.
+func liftServers(fused []Fused, lift map[string]float64) []Fused {
 	if len(lift) == 0 || len(fused) == 0 {
 		return fused
 	}
@@ -147,7 +142,7 @@ func liftServers(fused []Fused, lift map[string]float64, candidates map[string]*
 		if f.Confidence >= directConfidence {
 			target = fused[0].Score
 		}
-		if e := candidates[f.ID]; e != nil && !isDestructive(&e.card) {
+		if e := f.e; !isDestructive(&e.card) {
 			if l := min(lift[e.card.Server], maxLift); l > 0 && f.Score < target {
 				f.Score += (target - f.Score) * l
 			}

@@ -30,6 +30,9 @@ func TestLiftServers(t *testing.T) {
 		{ID: id("maps", "route"), Score: 0.45},
 		{ID: id("maps", "delete_map"), Score: 0.44},
 	}
+	for i := range in {
+		in[i].e = cands[in[i].ID]
+	}
 	orig := slices.Clone(in)
 	direct := slices.Clone(in)
 	direct[1].Confidence = directConfidence
@@ -62,9 +65,9 @@ func TestLiftServers(t *testing.T) {
 			[]string{"maps/geocode", "web/search", "maps/route", "web/fetch", "maps/delete_map"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := liftServers(in, tc.lift, cands)
+			got := liftServers(in, tc.lift)
 			if tc.direct {
-				got = liftServers(direct, tc.lift, cands)
+				got = liftServers(direct, tc.lift)
 			}
 			if o := order(got); !slices.Equal(o, tc.want) {
 				t.Errorf("order %v, want %v", o, tc.want)

@@ -1,7 +1,6 @@
 package retriever
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +17,7 @@ type MemoryVectors struct {
 	mu      sync.RWMutex
 	tenants map[string]*tenantVectors
 	owner   map[string]string // id → tenant
+	version uint64            // counts mutations: a VecSet of another version is stale
 }
 
 // tenantVectors holds one tenant's vectors densely: row i of vecs (dim
@@ -50,6 +50,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.version++
 	if old, ok := m.owner[id]; ok && old != tenant {
 		m.deleteLocked(id)
 	}
@@ -73,6 +74,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 func (m *MemoryVectors) Delete(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.version++
 	m.deleteLocked(id)
 }
 
@@ -107,6 +109,39 @@ func (m *MemoryVectors) Len() int {
 	return len(m.owner)
 }
 
+// VecSet is a candidate set prepared for MemoryVectors: the rows of the
+// filter's vectors. It is valid until the vectors change (SearchSet
+// prepares it again then).
+type VecSet struct {
+	m       *MemoryVectors
+	version uint64
+	tenant  *tenantVectors
+	rows    []int32 // nil: every row of the tenant
+}
+
+// Prepare builds the VecSet of a filter.
+func (m *MemoryVectors) Prepare(f Filter) *VecSet {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.prepare(f)
+}
+
+func (m *MemoryVectors) prepare(f Filter) *VecSet {
+	s := &VecSet{m: m, version: m.version, tenant: m.tenants[f.Tenant]}
+	if s.tenant == nil || f.IDs == nil {
+		return s
+	}
+	s.rows = make([]int32, 0, len(f.IDs))
+	for _, id := range f.IDs {
+		if i, ok := s.tenant.index[id]; ok {
+			s.rows = append(s.rows, int32(i))
+		}
+	}
+	slices.Sort(s.rows)
+	s.rows = slices.Compact(s.rows) // an ID given twice counts once
+	return s
+}
+
 // Search returns the k vectors of f.Tenant most similar to query (cosine
 // similarity, which is the dot product for unit vectors), restricted to f.IDs
 // when it is non-nil (a non-nil empty f.IDs gives no hits; IDs that are
@@ -114,6 +149,12 @@ func (m *MemoryVectors) Len() int {
 // descending, then ID ascending. The query must have length Dim and finite
 // values; k must be positive.
 func (m *MemoryVectors) Search(query []float32, f Filter, k int) ([]Hit, error) {
+	return m.SearchSet(query, nil, f, k)
+}
+
+// SearchSet is Search inside a prepared candidate set (from Prepare with
+// f, or nil to prepare it here).
+func (m *MemoryVectors) SearchSet(query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("vector search: k must be positive, got %d", k)
 	}
@@ -122,36 +163,118 @@ func (m *MemoryVectors) Search(query []float32, f Filter, k int) ([]Hit, error) 
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	t := m.tenants[f.Tenant]
-	if t == nil || (f.IDs != nil && len(f.IDs) == 0) {
+	if f.IDs != nil && len(f.IDs) == 0 {
 		return []Hit{}, nil
 	}
-	top := topK{k: k}
-	dim := m.dim
-	if f.IDs == nil {
-		for i, id := range t.ids {
-			top.offer(id, dotF32(query, t.vecs[i*dim:(i+1)*dim:(i+1)*dim]))
-		}
-	} else {
-		var seen map[string]struct{}
-		if len(f.IDs) > 1 {
-			seen = make(map[string]struct{}, len(f.IDs))
-		}
-		for _, id := range f.IDs {
-			i, ok := t.index[id]
-			if !ok {
-				continue
-			}
-			if seen != nil {
-				if _, dup := seen[id]; dup {
-					continue
-				}
-				seen[id] = struct{}{}
-			}
-			top.offer(id, dotF32(query, t.vecs[i*dim:(i+1)*dim:(i+1)*dim]))
+	if set == nil || set.m != m || set.version != m.version {
+		set = m.prepare(f)
+	}
+	t := set.tenant
+	if t == nil {
+		return []Hit{}, nil
+	}
+	// The query's non-zero dimensions: the built-in embedder's hashed part
+	// is sparse, and without the AVX2 kernel skipping its zeros is faster
+	// (and leaves every lane's sum as it was).
+	nz := make([]int32, 0, len(query))
+	for j, x := range query {
+		if x != 0 {
+			nz = append(nz, int32(j))
 		}
 	}
-	return top.sorted(), nil
+	top := rowTop{k: k, ids: t.ids}
+	dim := m.dim
+	sparse := !useAVX2 && 2*len(nz) < dim
+	score := func(i int) float64 {
+		row := t.vecs[i*dim : (i+1)*dim : (i+1)*dim]
+		if sparse {
+			return dotSparse(query, nz, row)
+		}
+		return dotF32(query, row)
+	}
+	if set.rows == nil {
+		for i := range t.ids {
+			top.offer(int32(i), score(i))
+		}
+	} else {
+		for _, i := range set.rows {
+			top.offer(i, score(int(i)))
+		}
+	}
+	return top.hits(), nil
+}
+
+// rowTop keeps the best k rows seen so far, as topK does for hits, but with
+// a row number in place of the ID (looked up only on equal scores and at
+// the end).
+type rowTop struct {
+	k    int
+	ids  []string // row → ID
+	heap []scoredRow
+}
+
+type scoredRow struct {
+	score float64
+	row   int32
+}
+
+func (t *rowTop) better(a, b scoredRow) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return t.ids[a.row] < t.ids[b.row]
+}
+
+func (t *rowTop) offer(row int32, score float64) {
+	s := scoredRow{score, row}
+	if len(t.heap) < t.k {
+		t.heap = append(t.heap, s)
+		for i := len(t.heap) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !t.better(t.heap[p], t.heap[i]) { // the parent must be worse or equal
+				break
+			}
+			t.heap[p], t.heap[i] = t.heap[i], t.heap[p]
+			i = p
+		}
+		return
+	}
+	if !t.better(s, t.heap[0]) {
+		return
+	}
+	t.heap[0] = s
+	for i, n := 0, len(t.heap); ; {
+		worst, l, r := i, 2*i+1, 2*i+2
+		if l < n && t.better(t.heap[worst], t.heap[l]) {
+			worst = l
+		}
+		if r < n && t.better(t.heap[worst], t.heap[r]) {
+			worst = r
+		}
+		if worst == i {
+			break
+		}
+		t.heap[i], t.heap[worst] = t.heap[worst], t.heap[i]
+		i = worst
+	}
+}
+
+// hits are the kept rows as hits, best first.
+func (t *rowTop) hits() []Hit {
+	slices.SortFunc(t.heap, func(a, b scoredRow) int {
+		switch {
+		case t.better(a, b):
+			return -1
+		case t.better(b, a):
+			return 1
+		}
+		return 0
+	})
+	out := make([]Hit, len(t.heap))
+	for i, s := range t.heap {
+		out[i] = Hit{ID: t.ids[s.row], Score: s.score}
+	}
+	return out
 }
 
 var errNonFinite = errors.New("non-finite value")
@@ -166,94 +289,4 @@ func (m *MemoryVectors) check(vec []float32) error {
 		}
 	}
 	return nil
-}
-
-// dotF32 is the dot product of two equally long vectors. Four independent
-// float32 accumulators let the CPU pipeline the loop; the summation order is
-// fixed, so equal inputs always give equal scores.
-func dotF32(a, b []float32) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	for len(a) >= 4 {
-		a4, b4 := a[:4:4], b[:4:4]
-		s0 += a4[0] * b4[0]
-		s1 += a4[1] * b4[1]
-		s2 += a4[2] * b4[2]
-		s3 += a4[3] * b4[3]
-		a, b = a[4:], b[4:]
-	}
-	for i := range a {
-		s0 += a[i] * b[i]
-	}
-	return float64(s0) + float64(s1) + float64(s2) + float64(s3)
-}
-
-// topK keeps the best k hits seen so far in a min-heap whose root is the
-// worst kept hit (lowest score; on equal scores, greatest ID).
-type topK struct {
-	k    int
-	heap []Hit
-}
-
-// hitBetter reports whether a ranks before b: higher score, then lower ID.
-func hitBetter(a, b Hit) bool {
-	if a.Score != b.Score {
-		return a.Score > b.Score
-	}
-	return a.ID < b.ID
-}
-
-func (t *topK) offer(id string, score float64) {
-	h := Hit{ID: id, Score: score}
-	if len(t.heap) < t.k {
-		t.heap = append(t.heap, h)
-		t.up(len(t.heap) - 1)
-		return
-	}
-	if !hitBetter(h, t.heap[0]) {
-		return
-	}
-	t.heap[0] = h
-	t.down(0)
-}
-
-func (t *topK) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !hitBetter(t.heap[p], t.heap[i]) { // parent must be worse or equal
-			break
-		}
-		t.heap[p], t.heap[i] = t.heap[i], t.heap[p]
-		i = p
-	}
-}
-
-func (t *topK) down(i int) {
-	n := len(t.heap)
-	for {
-		worst := i
-		l, r := 2*i+1, 2*i+2
-		if l < n && hitBetter(t.heap[worst], t.heap[l]) {
-			worst = l
-		}
-		if r < n && hitBetter(t.heap[worst], t.heap[r]) {
-			worst = r
-		}
-		if worst == i {
-			return
-		}
-		t.heap[i], t.heap[worst] = t.heap[worst], t.heap[i]
-		i = worst
-	}
-}
-
-func (t *topK) sorted() []Hit {
-	out := t.heap
-	slices.SortFunc(out, func(a, b Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-	return out
 }

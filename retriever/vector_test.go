@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -40,14 +41,14 @@ func mvBruteForce(vecs map[string][]float32, query []float32, ids []string, k in
 		}
 		hs = append(hs, Hit{ID: id, Score: dotF32(query, v)})
 	}
-	slices.SortFunc(hs, func(a, b Hit) int {
-		if hitBetter(a, b) {
-			return -1
-		}
-		if hitBetter(b, a) {
+	slices.SortFunc(hs, func(a, b Hit) int { // score descending, then ID
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
 			return 1
 		}
-		return 0
+		return strings.Compare(a.ID, b.ID)
 	})
 	if len(hs) > k {
 		hs = hs[:k]
@@ -328,4 +329,45 @@ func BenchmarkMemoryVectorsSearch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestDotSparseIsDotF32: skipping a sparse query's zeros gives dotF32's
+// result to the bit, whatever the length.
+func TestDotSparseIsDotF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, dim := range []int{1, 3, 4, 7, 64, 383, 584} {
+		for range 50 {
+			q, v := make([]float32, dim), make([]float32, dim)
+			var nz []int32
+			for j := range dim {
+				v[j] = rng.Float32()*2 - 1
+				if rng.IntN(3) == 0 {
+					q[j] = rng.Float32()*2 - 1
+					nz = append(nz, int32(j))
+				}
+			}
+			if a, b := dotSparse(q, nz, v), dotF32(q, v); a != b {
+				t.Fatalf("dim %d: dotSparse %v, dotF32 %v", dim, a, b)
+			}
+		}
+	}
+}
+
+// TestDotKernelIsPortable: the AVX2 kernel (where it runs) and the portable
+// loop give the same lanes, so the same scores, to the bit.
+func TestDotKernelIsPortable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{32, 64, 384, 576, 4096} {
+		a, b := make([]float32, n), make([]float32, n)
+		for j := range n {
+			a[j], b[j] = rng.Float32()*2-1, rng.Float32()*2-1
+		}
+		var fast, slow [dotLanes]float32
+		dotBlocks(a, b, &fast)
+		dotBlocksGeneric(a, b, &slow)
+		if fast != slow {
+			t.Fatalf("n=%d: kernel lanes %v, portable %v (AVX2 %v)", n, fast, slow, useAVX2)
+		}
+	}
+	t.Logf("AVX2 kernel in use: %v", useAVX2)
 }

@@ -277,7 +277,7 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	norm, err := cards.NormalizeBatch(cs)
+	norm, err := cards.NormalizeBatch(ctx, cs)
 	if err != nil {
 		return nil, err
 	}

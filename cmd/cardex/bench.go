@@ -140,9 +140,13 @@ A load generator can take a server down: --addr must be a loopback address unles
 				queries = qs
 			}
 
+			creds, err := cf.tls.creds()
+			if err != nil {
+				return err
+			}
 			conns := make([]*grpc.ClientConn, connections)
 			for i := range conns {
-				c, err := dial(cf.addr, "--catalog-token or CARDEX_CATALOG_TOKEN")
+				c, err := dial(cf.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
 				if err != nil {
 					return err
 				}
@@ -153,7 +157,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 			defer stop()
 			// Fail fast, with the CLI's words, when nothing answers.
 			hctx, cancel := context.WithTimeout(ctx, cf.timeout)
-			_, err := healthpb.NewHealthClient(conns[0]).Check(hctx, &healthpb.HealthCheckRequest{})
+			_, err = healthpb.NewHealthClient(conns[0]).Check(hctx, &healthpb.HealthCheckRequest{})
 			cancel()
 			if err != nil {
 				return err
@@ -303,7 +307,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 	f.StringVar(&queriesFile, "queries", "", fmt.Sprintf("file of queries, one a line, # comments (at most %d, each at most %d characters); default: a built-in set of %d", maxBenchQueries, retriever.MaxQueryLen, len(benchQueries)))
 	f.IntVar(&connections, "connections", 1, fmt.Sprintf("gRPC connections the callers share, round robin (at most %d)", maxBenchConnections))
 	f.BoolVar(&health, "health", true, "also measure grpc.health.v1.Health/Check the same way, after the discoveries")
-	f.Float64Var(&writeRate, "write-rate", 0, fmt.Sprintf("PutCards a second beside the discoveries, in --write-tenant (0: none; at most %d); needs the catalog token if the server has one", maxBenchWriteRate))
+	f.Float64Var(&writeRate, "write-rate", 0, fmt.Sprintf("PutCards a second beside the discoveries, in --write-tenant (0: none; at most %d); needs a --token that may write, if the server asks for one", maxBenchWriteRate))
 	f.IntVar(&writeCards, "write-cards", 3, fmt.Sprintf("cards per PutCards (at most %d)", maxBenchWriteCards))
 	f.StringVar(&writeTenant, "write-tenant", "cardex-bench", "bench-only tenant of the writes (server \"bench\"; never the tenant of the discoveries)")
 	f.BoolVar(&keepWrites, "keep-writes", false, "keep the bench cards written with --write-rate (they are deleted at the end by default)")

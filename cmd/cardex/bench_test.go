@@ -34,7 +34,8 @@ func TestBench(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	addr, _ := startServer(t, bin, t.TempDir())
+	// No rate limits: the bench measures the server, not its limits.
+	addr, _, _ := startServerHTTP(t, bin, t.TempDir(), "--rate-limit", "0", "--tenant-rate-limit", "0")
 	if _, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/"); code != 0 {
 		t.Fatal("apply")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -26,6 +27,7 @@ type clientFlags struct {
 	output  string
 	timeout time.Duration
 	token   string
+	tls     tlsClientFlags
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
@@ -33,6 +35,8 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "request timeout")
 	cmd.Flags().StringVar(&f.token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "catalog token, if the server requires one (env CARDEX_CATALOG_TOKEN)")
+	cmd.Flags().StringVar(&f.token, "token", envOr("CARDEX_TOKEN", os.Getenv("CARDEX_CATALOG_TOKEN")), "service token (role discover, catalog or admin) or JWT sent as authorization: Bearer (env CARDEX_TOKEN)")
+	f.tls.register(cmd)
 	addCheck(cmd, f.check)
 }
 
@@ -50,7 +54,11 @@ func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Con
 	if err := f.check(); err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--catalog-token or CARDEX_CATALOG_TOKEN")
+	creds, err := f.tls.creds()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -63,9 +71,12 @@ func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Con
 
 // dial connects to a cardex server. Every call's error is explained in the
 // words of the CLI (see explain); tokenHint names the flag and variable of
-// the token the server may ask for.
-func dial(addr, tokenHint string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+// the token the server may ask for; creds nil is plaintext.
+func dial(addr, tokenHint string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return explain(addr, tokenHint, invoker(ctx, method, req, reply, cc, opts...))

@@ -20,7 +20,7 @@ SERVING once the schema is current; cardex.v1.CatalogService is NOT_SERVING whil
 unreachable) and prints the status. Exit status 0 when SERVING, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := dial(addr, "")
+			conn, err := dial(addr, "", nil)
 			if err != nil {
 				return err
 			}

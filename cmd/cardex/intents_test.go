@@ -245,19 +245,20 @@ func TestDiscoverAndToolsSearchIntents(t *testing.T) {
 			t.Fatalf("%v: want a header SERVER NAME FOR CONF SUMMARY and 4 rows:\n%s", args, out)
 		}
 		jout, _, code := runFull(t, bin, addr, append(args, "-o", "json")...)
+		// -o json carries each tool's match with it.
 		var res struct {
-			Tools   []struct{ Server, Name string }
-			Matches []struct {
-				Confidence float64
-				Intents    []int
+			Tools []struct {
+				Server, Name string
+				Confidence   float64
+				Intents      []int
 			}
 		}
-		if err := json.Unmarshal([]byte(jout), &res); err != nil || code != 0 || len(res.Tools) != 4 || len(res.Matches) != 4 {
+		if err := json.Unmarshal([]byte(jout), &res); err != nil || code != 0 || len(res.Tools) != 4 {
 			t.Fatalf("%v -o json: exit %d %v\n%s", args, code, err, jout)
 		}
 		seen := map[string]bool{}
 		for i, r := range rows[1:] {
-			m := res.Matches[i]
+			m := res.Tools[i]
 			if r[0] != res.Tools[i].Server || r[1] != res.Tools[i].Name || r[2] != forColumn(false, m.Intents) || r[3] != fmt.Sprintf("%.2f", m.Confidence) {
 				t.Errorf("row %v, want %s %s FOR %s CONF %.2f", r, res.Tools[i].Server, res.Tools[i].Name, forColumn(false, m.Intents), m.Confidence)
 			}

@@ -145,8 +145,11 @@ func TestTourAndRestart(t *testing.T) {
 		}
 	}
 	out, code = run(t, bin, addr, "servers", "get", "github", "--tenant", "acme", "-o", "json")
-	var gh struct{ Name, Title, Description, Version string }
-	if err := json.Unmarshal([]byte(out), &gh); code != 0 || err != nil || gh.Title != "GitHub" || gh.Version != "1" {
+	var gh struct {
+		Name, Title, Description string
+		Version                  int64
+	}
+	if err := json.Unmarshal([]byte(out), &gh); code != 0 || err != nil || gh.Title != "GitHub" || gh.Version != 1 {
 		t.Errorf("servers get github: exit %d, %v: %+v\n%s", code, err, gh, out)
 	}
 	if _, code = run(t, bin, addr, "servers", "get", "nope", "--tenant", "acme"); code == 0 {

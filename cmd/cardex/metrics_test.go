@@ -34,7 +34,7 @@ func startServerJSON(t *testing.T, bin, dataDir string) (addr, httpAddr string) 
 	type line struct {
 		Time, Level, Msg, Addr, HTTP string
 	}
-	lines := make(chan line)
+	lines := make(chan line, 64)
 	bad := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -50,7 +50,7 @@ func startServerJSON(t *testing.T, bin, dataDir string) (addr, httpAddr string) 
 			}
 			select {
 			case lines <- l:
-			default: // after the start nobody reads
+			default: // full: after the start nobody reads
 			}
 		}
 	}()
@@ -143,7 +143,7 @@ func TestMetricsAndJSONLogs(t *testing.T) {
 	if _, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/"); code != 0 {
 		t.Fatal("apply")
 	}
-	conn, err := dial(addr, "")
+	conn, err := dial(addr, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed0cff8200/cardex/internal/agents"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
 	"github.com/seed0cff8200/cardex/internal/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
@@ -36,6 +37,8 @@ func serveCmd() *cobra.Command {
 	var metricsTenants int
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	var sf storeFlags    // --store, --database-url, --database-schema
+
+	var sec securityFlags // --service-tokens, --insecure, --tls-*, --jwt-*, rate limits
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gRPC service: embedded store by default (no external service), or PostgreSQL (--store postgres)",
@@ -62,6 +65,10 @@ func serveCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			secu, err := sec.build(ctx, log, token)
+			if err != nil {
+				return err
+			}
 
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
@@ -71,6 +78,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
+			if err := sec.openDB(ctx, secu, &sf, log); err != nil {
+				return err
+			}
 			emb, err := ef.build(ctx, log)
 			if err != nil {
 				return err
@@ -116,7 +126,7 @@ func serveCmd() *cobra.Command {
 
 			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
 				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless,
-				Health: sf.state.HTTP(), Serving: sf.state.Serving, Metrics: met.Handler()})
+				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter, Metrics: met.Handler()})
 			if err != nil {
 				return err
 			}
@@ -126,15 +136,30 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, CatalogToken: token, Execution: agentSurfaces.Execution(),
-				State: sf.state, Metrics: met}) // postgres: NOT_SERVING until the schema is current
+			_, anonymous := agentSurfaces.Tokens().Anonymous()
+			warnings, err := secu.check(lis.Addr(), agentSurfaces.Addr(), anonymous, sec.insecure, log)
+			if err != nil {
+				lis.Close()
+				return err
+			}
+			trail, err := audittrail.Open(filepath.Join(dataDir, "audit-trail.jsonl"), key)
+			if err != nil {
+				lis.Close()
+				return fmt.Errorf("audit trail: %w", err)
+			}
+			defer trail.Close()
+			// In postgres mode, State keeps health NOT_SERVING until the schema is current.
+			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
+				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
+				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met})
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
 			sf.start(ctx, ret, emb, syncEvery, log)
 			go met.FollowCatalog(ctx, ret, store, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
-				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "version", buildinfo.Version())
+				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "service_tokens", secu.auth.Tokens.Len(),
+				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls, "version", buildinfo.Version())
 
 			select {
 			case err := <-errc:
@@ -180,6 +205,7 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")
 	ef.register(cmd)
 	sf.register(cmd)
+	sec.register(cmd)
 	return cmd
 }
 

@@ -43,9 +43,11 @@ func serversListCmd() *cobra.Command {
 				return err
 			}
 			if cf.output == "json" {
-				out := make([]cards.ServerInfo, 0, len(resp.Servers))
+				out := struct {
+					Servers []cards.ServerInfo `json:"servers"`
+				}{Servers: make([]cards.ServerInfo, 0, len(resp.Servers))}
 				for _, s := range resp.Servers {
-					out = append(out, serverJSON(s))
+					out.Servers = append(out.Servers, serverJSON(s))
 				}
 				return printPlainJSON(out)
 			}

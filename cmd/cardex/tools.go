@@ -38,16 +38,22 @@ type agentFlags struct {
 	addr    string
 	token   string
 	timeout time.Duration
+	tls     tlsClientFlags
 }
 
 func (f *agentFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.addr, "addr", envOr("CARDEX_ADDR", "127.0.0.1:50051"), "server address (env CARDEX_ADDR)")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("CARDEX_AGENT_TOKEN"), "agent token (env CARDEX_AGENT_TOKEN)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Second, "request timeout")
+	f.tls.register(cmd)
 }
 
 func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, context.Context, func(), error) {
-	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN")
+	creds, err := f.tls.creds()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN", creds)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -189,7 +190,7 @@ func TestImportAndToolsCall(t *testing.T) {
 			Tool *struct {
 				Server, Name string
 			} `json:"tool"`
-			InputSchema string `json:"inputSchema"`
+			InputSchema json.RawMessage `json:"input_schema"`
 		} `json:"tools"`
 	}
 	names := func() string {
@@ -202,7 +203,7 @@ func TestImportAndToolsCall(t *testing.T) {
 	out, code = run(t, bin, addr, "tools", "list", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &listed); err != nil || code != 0 || listed.Disclosure != "progressive" ||
 		names() != "search_tools describe_tool call_tool notes__get_note" || listed.Tools[3].Tool.Name != "get_note" ||
-		listed.Tools[3].InputSchema != `{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"}` {
+		compactJSON(string(listed.Tools[3].InputSchema)) != `{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"}` {
 		t.Fatalf("tools list: exit %d, %v\n%s", code, err, out)
 	}
 	if out, code = run(t, bin, addr, "tools", "list", "--token", "small-agent-token-0123"); code != 0 ||
@@ -267,4 +268,14 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// compactJSON is s with the insignificant white space of JSON taken out
+// (s as it is when it is not JSON).
+func compactJSON(s string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return s
+	}
+	return b.String()
 }

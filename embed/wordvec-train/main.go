@@ -13,12 +13,14 @@
 //     and Dagan, "Improving distributional similarity with lessons learned
 //     from word embeddings", TACL 2015);
 //  4. a rank-Dim truncated SVD of the PPMI matrix by randomised subspace
-//     iteration (Halko, Martinsson and Tropp, 2011); word vector = U·Σ^0.5.
+//     iteration (Halko, Martinsson and Tropp, 2011); word vector = U·Σ^0.5,
+//     each singular vector's sign fixed (its largest entry positive).
 package main
 
 import (
 	"bufio"
 	"cmp"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -35,11 +37,13 @@ import (
 
 func main() {
 	out := flag.String("o", "embed/wordvec.bin.gz", "output file")
-	dim := flag.Int("dim", 200, "vector dimension")
-	window := flag.Int("window", 5, "context window on each side")
-	minCount := flag.Int("min-count", 5, "minimum word count")
-	maxVocab := flag.Int("max-vocab", 30000, "vocabulary size")
-	iters := flag.Int("power-iterations", 3, "subspace iterations of the randomised SVD")
+	var o options
+	flag.IntVar(&o.dim, "dim", 200, "vector dimension")
+	flag.IntVar(&o.window, "window", 5, "context window on each side")
+	flag.IntVar(&o.minCount, "min-count", 5, "minimum word count")
+	flag.IntVar(&o.maxVocab, "max-vocab", 30000, "vocabulary size")
+	flag.IntVar(&o.iters, "power-iterations", 3, "subspace iterations of the randomised SVD")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the randomised SVD's random start")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		log.Fatal("usage: wordvec-train [-o FILE] CORPUS.txt...")
@@ -48,143 +52,10 @@ func main() {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s (%s)\n", fmt.Sprintf(format, args...), time.Since(start).Round(time.Second))
 	}
-
-	// Pass 1: word counts.
-	counts := map[string]int{}
-	total := 0
-	eachDoc(flag.Args(), func(ws []string) {
-		for _, w := range ws {
-			counts[w]++
-			total++
-		}
-	})
-	words := make([]string, 0, len(counts))
-	for w, n := range counts {
-		if n >= *minCount {
-			words = append(words, w)
-		}
-	}
-	slices.SortFunc(words, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
-	words = words[:min(len(words), *maxVocab)]
-	index := make(map[string]int32, len(words))
-	for i, w := range words {
-		index[w] = int32(i)
-	}
-	say("pass 1: %d tokens, %d distinct, vocabulary %d", total, len(counts), len(words))
-
-	// Pass 2: weighted co-occurrences (symmetric).
-	n := len(words)
-	cooc := make([]map[int32]float64, n)
-	for i := range cooc {
-		cooc[i] = map[int32]float64{}
-	}
-	var ids []int32
-	eachDoc(flag.Args(), func(ws []string) {
-		ids = ids[:0]
-		for _, w := range ws {
-			if i, ok := index[w]; ok {
-				ids = append(ids, i)
-			}
-		}
-		for i, a := range ids {
-			for d := 1; d <= *window && i+d < len(ids); d++ {
-				b := ids[i+d]
-				if a != b {
-					wt := float64(*window-d+1) / float64(*window)
-					cooc[a][b] += wt
-					cooc[b][a] += wt
-				}
-			}
-		}
-	})
-
-	// PPMI as a sparse matrix (CSR), rows and columns in vocabulary order.
-	const alpha = 0.75
-	rowSum := make([]float64, n)
-	colSum := make([]float64, n)
-	for a, row := range cooc {
-		for b, v := range row {
-			rowSum[a] += v
-			colSum[b] += v
-		}
-	}
-	smoothed := 0.0
-	for _, c := range colSum {
-		smoothed += math.Pow(c, alpha)
-	}
-	logSmoothed := math.Log(smoothed)
-	m := csr{n: n, ptr: make([]int, n+1)}
-	var cols []int32
-	for a := range n {
-		cols = cols[:0]
-		for b := range cooc[a] {
-			cols = append(cols, b)
-		}
-		slices.Sort(cols)
-		for _, b := range cols {
-			pmi := math.Log(cooc[a][b]) - math.Log(rowSum[a]) - alpha*math.Log(colSum[b]) + logSmoothed
-			if pmi > 0 {
-				m.col = append(m.col, b)
-				m.val = append(m.val, pmi)
-			}
-		}
-		m.ptr[a+1] = len(m.col)
-		cooc[a] = nil
-	}
-	say("pass 2: PPMI matrix %d×%d with %d non-zeros", n, n, len(m.val))
-
-	// Randomised truncated SVD: Y = (M Mᵀ)^q M Ω, Q = orth(Y), B = Qᵀ M,
-	// eigen-decompose B Bᵀ = V Λ Vᵀ, U = Q V, σ = √λ.
-	l := *dim + 20
-	rng := rand.New(rand.NewPCG(1, 2))
-	omega := mat.NewDense(n, l, nil)
-	for i := range n {
-		for j := range l {
-			omega.Set(i, j, rng.NormFloat64())
-		}
-	}
-	y := m.mul(omega)
-	for range *iters {
-		orthonormalise(y)
-		y = m.mul(m.mulT(y))
-	}
-	orthonormalise(y)
-	q := y
-	bt := m.mulT(q) // Mᵀ Q = Bᵀ, n×l
-	var c mat.SymDense
-	c.SymOuterK(1, bt.T()) // Bᵀᵀ Bᵀ = B Bᵀ, l×l
-	var eig mat.EigenSym
-	if !eig.Factorize(&c, true) {
-		log.Fatal("eigen-decomposition failed")
-	}
-	lambda := eig.Values(nil) // ascending
-	var v mat.Dense
-	eig.VectorsTo(&v)
-	var u mat.Dense
-	u.Mul(q, &v)
-	say("SVD: top singular values %.1f %.1f %.1f", math.Sqrt(lambda[l-1]), math.Sqrt(lambda[l-2]), math.Sqrt(lambda[l-3]))
-
-	vecs := make([][]float64, n)
-	probs := make([]float64, n)
-	for i := range n {
-		vecs[i] = make([]float64, *dim)
-		for k := range *dim {
-			j := l - 1 - k // descending
-			vecs[i][k] = u.At(i, j) * math.Sqrt(math.Sqrt(max(lambda[j], 0)))
-		}
-		probs[i] = float64(counts[words[i]]) / float64(total)
-	}
-	wv, err := embed.BuildWordVectors(words, vecs, probs)
+	wv, err := train(flag.Args(), o, say)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// 5. The common component: the top principal direction of the
-	// documents' SIF text vectors, removed from every text vector.
-	pc := commonComponent(wv, flag.Args(), *dim)
-	if wv, err = wv.WithCommonComponent(pc); err != nil {
-		log.Fatal(err)
-	}
-	say("common component removed")
 	f, err := os.Create(*out)
 	if err != nil {
 		log.Fatal(err)
@@ -202,35 +73,205 @@ func main() {
 	}
 }
 
-// commonComponent is the first (uncentred) principal direction of the SIF
-// text vectors of the corpus documents, by power iteration on their
-// second-moment matrix.
-func commonComponent(wv *embed.WordVectors, paths []string, dim int) []float64 {
-	m := make([]float64, dim*dim)
-	for _, p := range paths {
-		file, err := os.Open(p)
-		if err != nil {
-			log.Fatal(err)
+// options are the training parameters (the command's flags).
+type options struct {
+	dim, window, minCount, maxVocab, iters int
+	seed                                   uint64
+}
+
+// train trains word vectors from the documents (lines) of the files at
+// paths, reporting progress to say.
+func train(paths []string, o options, say func(string, ...any)) (*embed.WordVectors, error) {
+	// Pass 1: word counts.
+	counts := map[string]int{}
+	total := 0
+	err := eachDoc(paths, func(ws []string) {
+		for _, w := range ws {
+			counts[w]++
+			total++
 		}
-		sc := bufio.NewScanner(file)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			v := wv.TextVector(sc.Text())
-			if v == nil {
-				continue
+	})
+	if err != nil {
+		return nil, err
+	}
+	words := make([]string, 0, len(counts))
+	for w, n := range counts {
+		if n >= o.minCount {
+			words = append(words, w)
+		}
+	}
+	slices.SortFunc(words, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
+	words = words[:min(len(words), o.maxVocab)]
+	index := make(map[string]int32, len(words))
+	for i, w := range words {
+		index[w] = int32(i)
+	}
+	say("pass 1: %d tokens, %d distinct, vocabulary %d", total, len(counts), len(words))
+	if l := o.dim + 20; len(words) < l {
+		return nil, fmt.Errorf("a vocabulary of %d words is too small for %d dimensions (the SVD needs -dim + 20 = %d words): give a bigger corpus or a smaller -dim", len(words), o.dim, l)
+	}
+
+	// Pass 2: weighted co-occurrences (symmetric).
+	n := len(words)
+	cooc := make([]map[int32]float64, n)
+	for i := range cooc {
+		cooc[i] = map[int32]float64{}
+	}
+	var ids []int32
+	err = eachDoc(paths, func(ws []string) {
+		ids = ids[:0]
+		for _, w := range ws {
+			if i, ok := index[w]; ok {
+				ids = append(ids, i)
 			}
-			n := 0.0
-			for _, x := range v {
-				n += x * x
-			}
-			n = math.Sqrt(n)
-			for i := range dim {
-				for j := range dim {
-					m[i*dim+j] += v[i] * v[j] / (n * n)
+		}
+		for i, a := range ids {
+			for d := 1; d <= o.window && i+d < len(ids); d++ {
+				b := ids[i+d]
+				if a != b {
+					wt := float64(o.window-d+1) / float64(o.window)
+					cooc[a][b] += wt
+					cooc[b][a] += wt
 				}
 			}
 		}
-		file.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// PPMI as a sparse matrix (CSR), rows and columns in vocabulary order.
+	const alpha = 0.75
+	// Sums in a fixed order (rows in vocabulary order, columns sorted), so
+	// that the same corpus gives the same bits whatever the map order.
+	rowSum := make([]float64, n)
+	colSum := make([]float64, n)
+	var cols []int32
+	for a, row := range cooc {
+		cols = sortedKeys(row, cols)
+		for _, b := range cols {
+			rowSum[a] += row[b]
+			colSum[b] += row[b]
+		}
+	}
+	smoothed := 0.0
+	for _, c := range colSum {
+		smoothed += math.Pow(c, alpha)
+	}
+	logSmoothed := math.Log(smoothed)
+	m := csr{n: n, ptr: make([]int, n+1)}
+	for a := range n {
+		cols = sortedKeys(cooc[a], cols)
+		for _, b := range cols {
+			pmi := math.Log(cooc[a][b]) - math.Log(rowSum[a]) - alpha*math.Log(colSum[b]) + logSmoothed
+			if pmi > 0 {
+				m.col = append(m.col, b)
+				m.val = append(m.val, pmi)
+			}
+		}
+		m.ptr[a+1] = len(m.col)
+		cooc[a] = nil
+	}
+	say("pass 2: PPMI matrix %d×%d with %d non-zeros", n, n, len(m.val))
+
+	// Randomised truncated SVD: Y = (M Mᵀ)^q M Ω, Q = orth(Y), B = Qᵀ M,
+	// eigen-decompose B Bᵀ = V Λ Vᵀ, U = Q V, σ = √λ.
+	l := o.dim + 20
+	rng := rand.New(rand.NewPCG(o.seed, 2))
+	omega := mat.NewDense(n, l, nil)
+	for i := range n {
+		for j := range l {
+			omega.Set(i, j, rng.NormFloat64())
+		}
+	}
+	y := m.mul(omega)
+	for range o.iters {
+		if err := orthonormalise(y); err != nil {
+			return nil, err
+		}
+		y = m.mul(m.mulT(y))
+	}
+	if err := orthonormalise(y); err != nil {
+		return nil, err
+	}
+	q := y
+	bt := m.mulT(q) // Mᵀ Q = Bᵀ, n×l
+	var c mat.SymDense
+	c.SymOuterK(1, bt.T()) // Bᵀᵀ Bᵀ = B Bᵀ, l×l
+	var eig mat.EigenSym
+	if !eig.Factorize(&c, true) {
+		return nil, errors.New("eigen-decomposition failed")
+	}
+	lambda := eig.Values(nil) // ascending
+	var v mat.Dense
+	eig.VectorsTo(&v)
+	var u mat.Dense
+	u.Mul(q, &v)
+	say("SVD: top singular values %.1f %.1f %.1f", math.Sqrt(lambda[l-1]), math.Sqrt(lambda[l-2]), math.Sqrt(lambda[l-3]))
+
+	// A singular vector's sign is arbitrary and can flip with the last bit
+	// of the input: fix it so that each vector's largest entry is positive
+	// (cosines do not change), so the output bytes stay the same.
+	sign := make([]float64, l)
+	for j := range l {
+		big, at := 0.0, 0
+		for i := range n {
+			if a := math.Abs(u.At(i, j)); a > big {
+				big, at = a, i
+			}
+		}
+		sign[j] = math.Copysign(1, u.At(at, j))
+	}
+	vecs := make([][]float64, n)
+	probs := make([]float64, n)
+	for i := range n {
+		vecs[i] = make([]float64, o.dim)
+		for k := range o.dim {
+			j := l - 1 - k // descending
+			vecs[i][k] = sign[j] * u.At(i, j) * math.Sqrt(math.Sqrt(max(lambda[j], 0)))
+		}
+		probs[i] = float64(counts[words[i]]) / float64(total)
+	}
+	wv, err := embed.BuildWordVectors(words, vecs, probs)
+	if err != nil {
+		return nil, err
+	}
+	// 5. The common component: the top principal direction of the
+	// documents' SIF text vectors, removed from every text vector.
+	pc, err := commonComponent(wv, paths, o.dim)
+	if err != nil {
+		return nil, err
+	}
+	if wv, err = wv.WithCommonComponent(pc); err != nil {
+		return nil, err
+	}
+	say("common component removed")
+	return wv, nil
+}
+
+// commonComponent is the first (uncentred) principal direction of the SIF
+// text vectors of the corpus documents, by power iteration on their
+// second-moment matrix.
+func commonComponent(wv *embed.WordVectors, paths []string, dim int) ([]float64, error) {
+	m := make([]float64, dim*dim)
+	err := eachLine(paths, func(line string) {
+		v := wv.TextVector(line)
+		if v == nil {
+			return
+		}
+		n := 0.0
+		for _, x := range v {
+			n += x * x
+		}
+		n = math.Sqrt(n)
+		for i := range dim {
+			for j := range dim {
+				m[i*dim+j] += v[i] * v[j] / (n * n)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	pc := make([]float64, dim)
 	for i := range pc {
@@ -254,26 +295,43 @@ func commonComponent(wv *embed.WordVectors, paths []string, dim int) []float64 {
 			pc[i] = next[i] / n
 		}
 	}
-	return pc
+	return pc, nil
+}
+
+// sortedKeys returns row's keys in ascending order, reusing buf.
+func sortedKeys(row map[int32]float64, buf []int32) []int32 {
+	buf = buf[:0]
+	for b := range row {
+		buf = append(buf, b)
+	}
+	slices.Sort(buf)
+	return buf
 }
 
 // eachDoc feeds the analysed words of every line of every file to f.
-func eachDoc(paths []string, f func([]string)) {
+func eachDoc(paths []string, f func([]string)) error {
+	return eachLine(paths, func(line string) { f(embed.AnalyzeWords(line)) })
+}
+
+// eachLine feeds every line of every file to f.
+func eachLine(paths []string, f func(string)) error {
 	for _, p := range paths {
 		file, err := os.Open(p)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		sc := bufio.NewScanner(file)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
-			f(embed.AnalyzeWords(sc.Text()))
+			f(sc.Text())
 		}
-		if err := sc.Err(); err != nil {
-			log.Fatal(err)
-		}
+		err = sc.Err()
 		file.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
 	}
+	return nil
 }
 
 // csr is a sparse square matrix in compressed-row form.
@@ -322,7 +380,7 @@ func (m csr) mulT(x *mat.Dense) *mat.Dense {
 // span, by Cholesky QR applied twice (Y = QR with R from chol(YᵀY); the
 // second pass restores orthogonality lost to rounding). It never forms
 // the full n×n Q of a Householder QR.
-func orthonormalise(y *mat.Dense) {
+func orthonormalise(y *mat.Dense) error {
 	_, l := y.Dims()
 	for range 2 {
 		var g mat.SymDense
@@ -332,15 +390,16 @@ func orthonormalise(y *mat.Dense) {
 		}
 		var ch mat.Cholesky
 		if !ch.Factorize(&g) {
-			log.Fatal("orthonormalise: Gram matrix not positive definite")
+			return errors.New("orthonormalise: Gram matrix not positive definite")
 		}
 		var r, rinv mat.TriDense
 		ch.UTo(&r)
 		if err := rinv.InverseTri(&r); err != nil {
-			log.Fatal(err)
+			return err
 		}
 		var q mat.Dense
 		q.Mul(y, &rinv)
 		y.Copy(&q)
 	}
+	return nil
 }

@@ -6,6 +6,7 @@ package agents
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/gateway"
 	"github.com/seed0cff8200/cardex/internal/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/rest"
 	"github.com/seed0cff8200/cardex/internal/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/tokens"
@@ -52,6 +54,11 @@ type Config struct {
 	// Serving, when set, holds /mcp (503) until it returns nil: until the
 	// replica's view of the catalogue can be trusted.
 	Serving func() error
+	// TLS, when set, serves the HTTP listener over TLS (and mutual TLS when
+	// it asks for client certificates).
+	TLS *tls.Config
+	// Limiter rate-limits /mcp per agent (429 with Retry-After).
+	Limiter *ratelimit.Limiter
 }
 
 // Surfaces are the running agent surfaces.
@@ -113,6 +120,9 @@ func Open(cfg Config) (*Surfaces, error) {
 			s.Close()
 			return nil, fmt.Errorf("--http-listen: %w (choose another address, or --http-listen '' for no HTTP listener)", err)
 		}
+		if cfg.TLS != nil {
+			lis = tls.NewListener(lis, cfg.TLS)
+		}
 		s.lis = lis
 		mux := http.NewServeMux()
 		if cfg.Health != nil {
@@ -124,7 +134,7 @@ func Open(cfg Config) (*Surfaces, error) {
 		}
 		if cfg.TokenFile != "" {
 			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})
-			mux.Handle(mcpfront.Path, whenServing(cfg.Serving, s.front))
+			mux.Handle(mcpfront.Path, cfg.Limiter.HTTP(s.agent, gateway.CallTool, whenServing(cfg.Serving, s.front)))
 		} else {
 			// Without a token file every request would be refused.
 			log.Info("MCP front off: no agent token file (--agent-tokens)")
@@ -156,6 +166,20 @@ func (s *Surfaces) Addr() string {
 		return ""
 	}
 	return s.lis.Addr().String()
+}
+
+// Tokens is the agent token table.
+func (s *Surfaces) Tokens() *tokens.Table { return s.tokens }
+
+// agent identifies an /mcp request's agent for the rate limits.
+func (s *Surfaces) agent(r *http.Request) (caller, tenant string, ok bool) {
+	var id tokens.Identity
+	if h := r.Header.Get("Authorization"); h != "" {
+		id, ok = s.tokens.Lookup(tokens.BearerToken(h))
+	} else {
+		id, ok = s.tokens.Anonymous()
+	}
+	return "caller:" + id.Tenant + "/" + id.Subject, id.Tenant, ok
 }
 
 // Gateway is the shared gateway.

@@ -122,7 +122,7 @@ type Recorder struct {
 	mu       sync.Mutex
 	recent   map[string]*Discovery
 	order    []string            // discovery ids, oldest first
-	sessions map[string][]string // tenant + session → latest discovery ids
+	sessions map[string][]string // tenant + subject + session → latest discovery ids
 	out      *os.File
 	w        *bufio.Writer
 
@@ -283,7 +283,13 @@ func ImportLearned(ctx context.Context, path string, store LearnedStore, log *sl
 	return imported, skipped, nil
 }
 
-func sessionKey(tenant, session string) string { return tenant + "\x00" + session }
+// sessionKey names a session: one subject's conversation within a tenant.
+// Two subjects that send the same session id have two sessions, so one
+// caller's describes and authorizations never count against another's
+// shortlists.
+func sessionKey(tenant, subject, session string) string {
+	return tenant + "\x00" + subject + "\x00" + session
+}
 
 // Remember records a discovery so that later signals can be judged, and
 // logs it as a suspected miss when it was low-confidence.
@@ -296,7 +302,7 @@ func (r *Recorder) Remember(d Discovery) {
 	r.recent[d.ID] = &d
 	r.order = append(r.order, d.ID)
 	if d.SessionID != "" {
-		k := sessionKey(d.Tenant, d.SessionID)
+		k := sessionKey(d.Tenant, d.Subject, d.SessionID)
 		ids := append(r.sessions[k], d.ID)
 		if len(ids) > SessionDiscoveries {
 			ids = ids[len(ids)-SessionDiscoveries:]
@@ -323,7 +329,7 @@ func (r *Recorder) expire() {
 	}
 	for _, id := range r.order[:drop] {
 		if d := r.recent[id]; d != nil && d.SessionID != "" {
-			k := sessionKey(d.Tenant, d.SessionID)
+			k := sessionKey(d.Tenant, d.Subject, d.SessionID)
 			r.sessions[k] = slices.DeleteFunc(r.sessions[k], func(s string) bool { return s == id })
 			if len(r.sessions[k]) == 0 {
 				delete(r.sessions, k)
@@ -410,7 +416,7 @@ func (r *Recorder) Used(tenant, subject, session string, tool Tool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expire()
-	ids := r.sessions[sessionKey(tenant, session)]
+	ids := r.sessions[sessionKey(tenant, subject, session)]
 	if len(ids) == 0 {
 		return false
 	}

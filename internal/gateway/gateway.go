@@ -245,10 +245,12 @@ func (g *Gateway) Describe(ctx context.Context, c retriever.Caller, name, server
 	return cards.Card{}, unknown(name)
 }
 
-// Callable says whether a card can be called through the gateway: only MCP
-// tools have an upstream to forward to.
-func Callable(c *cards.Card) bool {
-	return c.Kind == cards.KindMCPTool || c.Kind == cards.KindRESTOperation
+// Callable says whether a card can be called through this gateway: an MCP
+// tool always (its server's upstream entry decides where), another kind
+// when the gateway has an executor for it (REST operations: the REST
+// executor).
+func (g *Gateway) Callable(c *cards.Card) bool {
+	return c.Kind == cards.KindMCPTool || g.Executors[c.Kind] != nil
 }
 
 // Pinned returns the pins that the caller may use and can call, in the order
@@ -263,7 +265,7 @@ func (g *Gateway) Pinned(ctx context.Context, c retriever.Caller, pins []cards.K
 		if err != nil {
 			return nil, err
 		}
-		if Callable(&res.Card) {
+		if g.Callable(&res.Card) {
 			out = append(out, res.Card)
 		}
 	}
@@ -289,7 +291,7 @@ func (g *Gateway) Tools(ctx context.Context, c retriever.Caller) ([]cards.Card, 
 			if err != nil {
 				return nil, err
 			}
-			if k := res.Card.Key(); Callable(&res.Card) && !seen[k] {
+			if k := res.Card.Key(); g.Callable(&res.Card) && !seen[k] {
 				seen[k] = true
 				out = append(out, res.Card)
 			}

@@ -265,8 +265,9 @@ func TestSearchToolsNoMatch(t *testing.T) {
 			t.Errorf("search_tools(%v) without a minimum = %q, want %q", args, text, noMatchText)
 		}
 	}
+	zero := 0.0
 	best := func(q string) float64 {
-		res, err := probe.Discover(ctx, retriever.Request{Caller: admin, Query: q, TopK: 1})
+		res, err := probe.Discover(ctx, retriever.Request{Caller: admin, Query: q, TopK: 1, MinConfidence: &zero})
 		if err != nil || len(res.Tools) != 1 {
 			t.Fatalf("probe %q: %v %d tools", q, err, len(res.Tools))
 		}

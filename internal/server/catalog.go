@@ -8,6 +8,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
+	"github.com/seed0cff8200/cardex/internal/auth"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -19,6 +21,7 @@ type catalog struct {
 	pb.UnimplementedCatalogServiceServer
 	store cards.Store
 	ret   *retriever.Retriever
+	trail *audittrail.Trail
 	log   *slog.Logger
 }
 
@@ -44,9 +47,25 @@ func (s *catalog) PutCards(ctx context.Context, req *pb.PutCardsRequest) (*pb.Pu
 	}
 	res, err := s.store.Put(ctx, in)
 	if err != nil {
-		return nil, toStatus(s.log, "PutCards", err)
+		err = toStatus(s.log, "PutCards", err)
+		s.audit(ctx, audittrail.Entry{Method: "PutCards", Outcome: "failed",
+			Detail: fmt.Sprintf("%d cards, nothing written: %v", n, err)})
+		return nil, err
 	}
 	s.refresh(ctx)
+	entries := make([]audittrail.Entry, len(res))
+	for i, r := range res {
+		before := r.Version - 1 // an update is the next version
+		switch r.Outcome {
+		case cards.Created:
+			before = 0
+		case cards.Unchanged:
+			before = r.Version
+		}
+		entries[i] = audittrail.Entry{Method: "PutCards", Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name,
+			Outcome: string(r.Outcome), BeforeVersion: before, AfterVersion: r.Version}
+	}
+	s.audit(ctx, entries...)
 	out := &pb.PutCardsResponse{}
 	for _, r := range res {
 		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name, Version: r.Version, Outcome: string(r.Outcome)})
@@ -116,9 +135,37 @@ func (s *catalog) DeleteCard(ctx context.Context, req *pb.DeleteCardRequest) (*p
 	if req.GetExpectedVersion() < 0 {
 		return nil, toStatus(s.log, "DeleteCard", cards.Invalid("expected_version", "must be 0 (no check) or the current version"))
 	}
-	if err := s.store.Delete(ctx, k, req.GetExpectedVersion()); err != nil {
-		return nil, toStatus(s.log, "DeleteCard", err)
+	// The version deleted, for the audit trail: the expected one when the
+	// call names it (the delete checks it), else the one read just before.
+	before := req.GetExpectedVersion()
+	if before == 0 {
+		if c, err := s.store.Get(ctx, k); err == nil {
+			before = c.Version
+		}
 	}
+	entry := audittrail.Entry{Method: "DeleteCard", Tenant: k.Tenant, Server: k.Server, Name: k.Name, BeforeVersion: before}
+	if err := s.store.Delete(ctx, k, req.GetExpectedVersion()); err != nil {
+		err = toStatus(s.log, "DeleteCard", err)
+		entry.Outcome, entry.Detail = "failed", err.Error()
+		s.audit(ctx, entry)
+		return nil, err
+	}
+	entry.Outcome = "deleted"
+	s.audit(ctx, entry)
 	s.refresh(ctx)
 	return &pb.DeleteCardResponse{}, nil
+}
+
+// audit appends catalogue writes to the trail with the call's principal.
+func (s *catalog) audit(ctx context.Context, es ...audittrail.Entry) {
+	if s.trail == nil {
+		return
+	}
+	p, _ := auth.FromContext(ctx)
+	for i := range es {
+		es[i].Type, es[i].Principal = audittrail.TypeCatalogWrite, p.Name
+	}
+	if err := s.trail.Append("", es...); err != nil {
+		s.log.Error("audit trail append failed", "err", err)
+	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
+	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/metrics"
@@ -21,10 +23,11 @@ import (
 
 type discovery struct {
 	pb.UnimplementedDiscoveryServiceServer
-	ret  *retriever.Retriever
-	dlog *discoverylog.Log
-	fb   *feedback.Recorder
-	log  *slog.Logger
+	ret   *retriever.Retriever
+	dlog  *discoverylog.Log
+	fb    *feedback.Recorder
+	trail *audittrail.Trail
+	log   *slog.Logger
 	// metrics may be nil.
 	metrics *metrics.Metrics
 }
@@ -193,10 +196,20 @@ func (s *discovery) AuthorizeCall(ctx context.Context, req *pb.AuthorizeCallRequ
 		AmbiguousServers: a.Ambiguous,
 		Violations:       a.Violations,
 	}
+	entry := audittrail.Entry{Type: audittrail.TypeAuthorize, Method: "AuthorizeCall", Tenant: req.GetCaller().GetTenant(),
+		Server: req.GetServer(), Name: req.GetName(), Outcome: string(a.Decision)}
 	if a.Decision != retriever.DenyUnknownTool && a.Decision != retriever.DenyAmbiguous {
 		out.Tool = &pb.ToolRef{Server: a.Key.Server, Name: a.Key.Name}
 		out.CardVersion = a.Version
 		s.used(req.GetCaller(), a.Key.Server, a.Key.Name)
+		entry.Server, entry.Name, entry.CardVersion = a.Key.Server, a.Key.Name, a.Version
+	}
+	if s.trail != nil {
+		p, _ := auth.FromContext(ctx)
+		entry.Principal = p.Name
+		if err := s.trail.Append(req.GetCaller().GetSubject(), entry); err != nil {
+			s.log.Warn("audit trail append failed", "err", err)
+		}
 	}
 	return out, nil
 }
@@ -214,8 +227,8 @@ func (s *discovery) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequ
 	if s.fb == nil {
 		return nil, status.Error(codes.Unavailable, "outcomes are not recorded by this server")
 	}
-	if caller.Tenant == "" {
-		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("caller.tenant", "is required"))
+	if err := retriever.ValidateCaller(caller); err != nil {
+		return nil, toStatus(s.log, "ReportOutcome", err)
 	}
 	if req.GetDiscoveryId() == "" {
 		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("discovery_id", "is required"))

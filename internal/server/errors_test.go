@@ -321,7 +321,7 @@ func TestCatalogToken(t *testing.T) {
 	}
 	for _, m := range []string{"PutCards", "GetCard", "ListCards", "DeleteCard"} {
 		t.Run(m, func(t *testing.T) {
-			wantCode(t, calls[m](rpcCtx(t)), codes.Unauthenticated, "catalog token")
+			wantCode(t, calls[m](rpcCtx(t)), codes.Unauthenticated, "role catalog")
 			wantCode(t, calls[m](withAuth("Bearer wrong")), codes.Unauthenticated)
 			wantCode(t, calls[m](withAuth("Bearer "+token+"x")), codes.Unauthenticated)
 			wantCode(t, calls[m](withAuth("Bearer "+token[:len(token)-1])), codes.Unauthenticated)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,15 +18,20 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/agents"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
+	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/server"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -41,6 +47,10 @@ type env struct {
 	dlog    *discoverylog.Log
 	fbPath  string // feedback log file, "" without feedback
 	ret     *retriever.Retriever
+	addr    string
+	exec    pb.ExecutionServiceClient // with envOptions.agentTokens
+	trail   string                    // audit trail file, with envOptions.trail
+	bearer  string                    // envOptions.bearer
 }
 
 type envOptions struct {
@@ -55,6 +65,16 @@ type envOptions struct {
 	state *server.State
 	// retriever options (the service's defaults when nil).
 	retriever []retriever.Option
+
+	auth        *auth.Authenticator
+	limiter     *ratelimit.Limiter
+	trail       bool          // record the audit trail (env.trail)
+	timeout     time.Duration // server.Config.RPCTimeout
+	warnings    []string
+	serverOpts  []grpc.ServerOption
+	dialOpts    []grpc.DialOption // instead of plaintext
+	agentTokens string            // agent token file content: registers the ExecutionService
+	bearer      string            // sent by put (a catalog or admin token)
 }
 
 // newEnv starts a server and returns a connected client. Everything is torn
@@ -77,7 +97,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatalf("retriever.New: %v", err)
 	}
 	t.Cleanup(func() { _ = ret.Close() })
-	e := &env{store: store, ret: ret}
+	e := &env{store: store, ret: ret, bearer: o.bearer}
 	var dlog *discoverylog.Log
 	if o.logMode != "" {
 		e.logPath = filepath.Join(dir, "discoveries.jsonl")
@@ -101,7 +121,30 @@ func newEnv(t *testing.T, o envOptions) *env {
 		}
 		t.Cleanup(func() { _ = fb.Close() })
 	}
-	gs, _ := server.New(server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token, State: o.state})
+	cfg := server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token, State: o.state,
+		Auth: o.auth, Limiter: o.limiter, RPCTimeout: o.timeout, Warnings: o.warnings, ServerOptions: o.serverOpts}
+	if o.trail {
+		e.trail = filepath.Join(dir, "audit-trail.jsonl")
+		tr, err := audittrail.Open(e.trail, []byte("server-test-trail-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		cfg.Trail = tr
+	}
+	if o.agentTokens != "" {
+		tf := filepath.Join(dir, "agent-tokens.yaml")
+		if err := os.WriteFile(tf, []byte(o.agentTokens), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		as, err := agents.Open(agents.Config{Retriever: ret, DataDir: dir, Key: []byte("server-test-audit-key"), TokenFile: tf})
+		if err != nil {
+			t.Fatalf("agents.Open: %v", err)
+		}
+		t.Cleanup(func() { _ = as.Close() })
+		cfg.Execution, cfg.AgentTokens = as.Execution(), as.Tokens()
+	}
+	gs, _ := server.New(cfg)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	t.Cleanup(func() {
@@ -110,7 +153,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	e.addr = lis.Addr().String()
+	dial := o.dialOpts
+	if dial == nil {
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(e.addr, dial...)
 	if err != nil {
 		t.Fatalf("grpc.NewClient: %v", err)
 	}
@@ -118,6 +166,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.conn = conn
 	e.disc = pb.NewDiscoveryServiceClient(conn)
 	e.cat = pb.NewCatalogServiceClient(conn)
+	e.exec = pb.NewExecutionServiceClient(conn)
 	if len(o.cards) > 0 {
 		e.put(t, o.cards...)
 	}
@@ -143,7 +192,11 @@ func (e *env) put(t *testing.T, cs ...cards.Card) []*pb.PutResult {
 		for i := range part {
 			req.Cards = append(req.Cards, apiconv.CardToProto(&part[i], true))
 		}
-		res, err := e.cat.PutCards(rpcCtx(t), req)
+		ctx := rpcCtx(t)
+		if e.bearer != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+e.bearer)
+		}
+		res, err := e.cat.PutCards(ctx, req)
 		if err != nil {
 			t.Fatalf("PutCards: %v", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -68,8 +69,8 @@ func TestDiscoverToolsIntents(t *testing.T) {
 		if len(res.GetTools()) != 6 || res.GetCandidateCount() != 18 {
 			t.Fatalf("%d tools of %d candidates, want 6 of 18: %v", len(res.GetTools()), res.GetCandidateCount(), toolNames(res.GetTools()))
 		}
-		if res.GetAbstained() || len(res.GetAbstainedIntents()) != 0 || res.GetMinConfidence() != 0 {
-			t.Errorf("abstained %v %v at min_confidence %v; the server default answers every list", res.GetAbstained(), res.GetAbstainedIntents(), res.GetMinConfidence())
+		if res.GetAbstained() || len(res.GetAbstainedIntents()) != 0 || res.GetMinConfidence() != retriever.DefaultMinConfidence {
+			t.Errorf("abstained %v %v at min_confidence %v; at the server default (%v) every list here is answered", res.GetAbstained(), res.GetAbstainedIntents(), res.GetMinConfidence(), retriever.DefaultMinConfidence)
 		}
 		// Fair merge: the first turn is every intent's own best tool, in
 		// the intents' order, each scored as that intent alone scores it.

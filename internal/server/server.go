@@ -3,13 +3,10 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -17,9 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
+	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/metrics"
+	"github.com/seed0cff8200/cardex/internal/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/tokens"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -45,6 +46,26 @@ type Config struct {
 	// State, when set, drives the health statuses and holds the discovery
 	// and execution calls until the schema is current (nil: always ready).
 	State *State
+
+	// Auth authenticates DiscoveryService and CatalogService calls (nil:
+	// no credential configured, both services open but for CatalogToken).
+	Auth *auth.Authenticator
+	// AgentTokens authenticate ExecutionService calls in the interceptor
+	// too (rate limits are per agent).
+	AgentTokens *tokens.Table
+	// Limiter applies rate and concurrency limits (nil: none).
+	Limiter *ratelimit.Limiter
+	// Trail records catalogue writes and security decisions (nil: none).
+	Trail *audittrail.Trail
+	// RPCTimeout bounds every call except CallTool on the server side,
+	// whatever deadline the client set (0: none).
+	RPCTimeout time.Duration
+	// Warnings go into every health check answer, as "cardex-warning"
+	// header metadata (e.g. an insecure, exposed listener).
+	Warnings []string
+	// ServerOptions are added to the gRPC server's own (TLS credentials,
+	// stream limits).
+	ServerOptions []grpc.ServerOption
 	// Metrics, when set, counts requests by method and code and records
 	// every discovery (nil: no metrics).
 	Metrics *metrics.Metrics
@@ -57,14 +78,33 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	gs := grpc.NewServer(
+	authn := cfg.Auth
+	if authn == nil {
+		authn = &auth.Authenticator{}
+	}
+	if cfg.CatalogToken != "" {
+		toks := &auth.Tokens{}
+		if authn.Tokens != nil {
+			cp := *authn.Tokens
+			toks = &cp
+		}
+		toks.AddToken("catalog-token", auth.RoleCatalog, cfg.CatalogToken)
+		authn = &auth.Authenticator{Tokens: toks, JWT: authn.JWT, DB: authn.DB}
+	}
+	codec := newUTF8Codec()
+	g := &guard{auth: authn, agents: cfg.AgentTokens, lim: cfg.Limiter, trail: cfg.Trail, timeout: cfg.RPCTimeout, log: log,
+		refusals: ratelimit.New(ratelimit.Config{CallRate: MaxRefusalsAudited})}
+	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryInterceptor(), accessLog(log), catalogAuth(cfg.CatalogToken), servingOnly(cfg.State)),
-	)
-	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, log: log, metrics: cfg.Metrics})
-	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, log: log})
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryInterceptor(), codec.unary, accessLog(log), g.unary, servingOnly(cfg.State)),
+		grpc.ChainStreamInterceptor(codec.stream),
+	}, cfg.ServerOptions...)
+	gs := grpc.NewServer(opts...)
+	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, trail: cfg.Trail, log: log, metrics: cfg.Metrics})
+	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, trail: cfg.Trail, log: log})
 	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
+	healthpb.RegisterHealthServer(gs, &healthDetails{Server: hs, warnings: cfg.Warnings})
 	for _, name := range []string{"", pb.DiscoveryService_ServiceDesc.ServiceName, pb.CatalogService_ServiceDesc.ServiceName} {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -88,19 +128,32 @@ func accessLog(log *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
-func catalogAuth(token string) grpc.UnaryServerInterceptor {
-	prefix := "/" + pb.CatalogService_ServiceDesc.ServiceName + "/"
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		if token != "" && strings.HasPrefix(info.FullMethod, prefix) {
-			md, _ := metadata.FromIncomingContext(ctx)
-			got := ""
-			if v := md.Get("authorization"); len(v) > 0 && len(v[0]) > 7 && strings.EqualFold(v[0][:7], "bearer ") {
-				got = v[0][7:]
-			}
-			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-				return nil, status.Error(codes.Unauthenticated, "CatalogService needs the catalog token: authorization: Bearer TOKEN")
-			}
-		}
-		return next(ctx, req)
+// healthDetails is the health service with the server's warnings in the
+// header metadata of every answer ("cardex-warning"), so that a probe or
+// `grpcurl -v` shows an insecure deployment.
+type healthDetails struct {
+	*health.Server
+	warnings []string
+}
+
+func (h *healthDetails) md() metadata.MD {
+	md := metadata.MD{}
+	for _, w := range h.warnings {
+		md.Append("cardex-warning", w)
 	}
+	return md
+}
+
+func (h *healthDetails) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if len(h.warnings) > 0 {
+		_ = grpc.SetHeader(ctx, h.md())
+	}
+	return h.Server.Check(ctx, req)
+}
+
+func (h *healthDetails) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	if len(h.warnings) > 0 {
+		_ = stream.SetHeader(h.md())
+	}
+	return h.Server.Watch(req, stream)
 }

@@ -199,7 +199,7 @@ func TestServerEntryRPCsNeedTheCatalogToken(t *testing.T) {
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
-			wantCode(t, c.call(rpcCtx(t)), codes.Unauthenticated, "catalog token")
+			wantCode(t, c.call(rpcCtx(t)), codes.Unauthenticated, "role catalog")
 			wantCode(t, c.call(withAuth("Bearer wrong")), codes.Unauthenticated)
 			if err := c.call(withAuth("Bearer " + token)); err != nil {
 				t.Errorf("%s with the token: %v", c.name, err)

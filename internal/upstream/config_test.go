@@ -70,7 +70,7 @@ func TestValidate(t *testing.T) {
 		{"env with url", Upstream{Server: "s", URL: "http://x", Env: map[string]string{"A": "b"}}, "env is for commands"},
 		{"headers with command", Upstream{Server: "s", Command: []string{"y"}, Headers: map[string]string{"A": "b"}}, "headers are for urls"},
 		{"negative timeout", Upstream{Server: "s", URL: "http://x", Timeout: -1}, "timeout"},
-		{"unknown kind", Upstream{Server: "s", Kind: "grpc", URL: "http://x"}, `kind "grpc": want mcp (the default) or rest`},
+		{"unknown kind", Upstream{Server: "s", Kind: "grpc", URL: "http://x"}, `kind "grpc": want mcp (the default), rest or sql`},
 		{"base_url on an mcp entry", Upstream{Server: "s", URL: "http://x", BaseURL: "http://y"}, "base_url and max_response_bytes are for kind: rest"},
 		{"rest without base_url", Upstream{Server: "s", Kind: REST}, "kind rest needs base_url"},
 		{"rest with url", Upstream{Server: "s", Kind: REST, URL: "http://x", BaseURL: "http://y"}, "url, command and env are for kind mcp"},

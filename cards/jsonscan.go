@@ -1,0 +1,141 @@
+package cards
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Shape is what ScanJSON learns about a JSON document.
+type Shape struct {
+	// Values counts every value: objects, arrays and scalars.
+	Values int
+	// Objects counts the objects.
+	Objects int
+	// Depth is the deepest nesting of objects and arrays (a scalar alone
+	// is depth 0, {"a":1} depth 1).
+	Depth int
+	// PerDepth counts the values at each depth: the root is at depth 0,
+	// its members and items at depth 1, and so on.
+	PerDepth []int
+}
+
+// DuplicateKeyError is an object holding the same key twice. Parsers
+// disagree about such objects (most keep the last value, some the first),
+// so cardex refuses them rather than validate one reading and forward the
+// other.
+type DuplicateKeyError struct {
+	Path string // JSON pointer of the object, "" for the root
+	Key  string
+}
+
+func (e *DuplicateKeyError) Error() string {
+	return fmt.Sprintf("at '%s': duplicate key %q", e.Path+"/"+pointerToken(e.Key), e.Key)
+}
+
+// ScanJSON reads one JSON document and returns its shape. It refuses
+// invalid JSON, trailing data, an object with a duplicate key
+// (*DuplicateKeyError, naming the path) and nesting deeper than maxDepth.
+func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var sh Shape
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		index  int    // next array index
+		key    string // last key read, for the path
+		expect bool   // object: the next token is a key
+	}
+	var stack []frame
+	// path is the JSON pointer of the innermost open container.
+	path := func() string {
+		var b strings.Builder
+		for _, f := range stack[:len(stack)-1] {
+			b.WriteByte('/')
+			if f.object {
+				b.WriteString(pointerToken(f.key))
+			} else {
+				b.WriteString(strconv.Itoa(f.index - 1))
+			}
+		}
+		return b.String()
+	}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			switch {
+			case sh.Values == 0:
+				return sh, errors.New("empty document")
+			case len(stack) > 0:
+				return sh, io.ErrUnexpectedEOF
+			}
+			return sh, nil
+		}
+		if err != nil {
+			return sh, err
+		}
+		if len(stack) == 0 && sh.Values > 0 {
+			return sh, errors.New("unexpected data after the JSON value")
+		}
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			if top.object && top.expect {
+				if d, ok := tok.(json.Delim); ok && d == '}' {
+					stack = stack[:n-1]
+					continue
+				}
+				k := tok.(string) // the decoder guarantees a key here
+				if top.keys[k] {
+					return sh, &DuplicateKeyError{Path: path(), Key: k}
+				}
+				top.keys[k] = true
+				top.key, top.expect = k, false
+				continue
+			}
+			if d, ok := tok.(json.Delim); ok && d == ']' {
+				stack = stack[:n-1]
+				continue
+			}
+			if top.object {
+				top.expect = true
+			} else {
+				top.index++
+			}
+		}
+		sh.Values++
+		if len(sh.PerDepth) <= len(stack) {
+			sh.PerDepth = append(sh.PerDepth, 0)
+		}
+		sh.PerDepth[len(stack)]++
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' {
+				sh.Objects++
+			}
+			f := frame{object: d == '{', expect: d == '{'}
+			if f.object {
+				f.keys = map[string]bool{}
+			}
+			stack = append(stack, f)
+			if len(stack) > sh.Depth {
+				sh.Depth = len(stack)
+			}
+			if sh.Depth > maxDepth {
+				return sh, &LimitError{fmt.Sprintf("nests more than %d levels deep; the limit is %d", maxDepth, maxDepth)}
+			}
+		}
+	}
+}
+
+func pointerToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// LimitError is a document over one of the named limits.
+type LimitError struct{ Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }

@@ -1,0 +1,109 @@
+package retriever
+
+import (
+	"slices"
+	"strings"
+	"sync"
+)
+
+// candSet is an authorized candidate set: the caller's tenant's active cards
+// whose required scopes the caller holds, with what the legs derive from it.
+// It is computed once per (tenant, scope set) and kept until the view
+// changes (every apply drops them all), so a request only looks it up; the
+// legs' prepared forms are built on first use.
+type candSet struct {
+	filter  Filter            // restricts the search legs to exactly this set
+	entries map[string]*entry // ID → entry; shared, read-only
+	tokens  int64             // definition tokens of the whole set
+	servers []string          // the servers of its cards, sorted
+
+	lexOnce sync.Once
+	lex     *LexSet
+	vecOnce sync.Once
+	vec     *VecSet
+}
+
+// maxCandSets bounds the cache: past it, the cache starts afresh.
+const maxCandSets = 4096
+
+// candidates is the authorization gate: the candidate set of a caller,
+// from the cache or computed. Call with r.mu held (for reading is enough).
+func (r *Retriever) candidates(c Caller) *candSet {
+	key := candKey(c)
+	r.candMu.Lock()
+	cs := r.cands[key]
+	r.candMu.Unlock()
+	if cs != nil {
+		return cs
+	}
+	cs = r.computeCandidates(c)
+	r.candMu.Lock()
+	if len(r.cands) >= maxCandSets {
+		r.cands = map[string]*candSet{}
+	}
+	r.cands[key] = cs
+	r.candMu.Unlock()
+	return cs
+}
+
+// candKey identifies a caller's candidate set: the tenant and the scope set
+// (sorted, without duplicates).
+func candKey(c Caller) string {
+	scopes := slices.Clone(c.Scopes)
+	slices.Sort(scopes)
+	scopes = slices.Compact(scopes)
+	return c.Tenant + idSep + strings.Join(scopes, idSep)
+}
+
+func (r *Retriever) computeCandidates(c Caller) *candSet {
+	all := r.byTenant[c.Tenant]
+	cs := &candSet{filter: Filter{Tenant: c.Tenant}}
+	out := all
+	if !slices.Contains(c.Scopes, "*") { // "*" holds every scope
+		out = make(map[string]*entry, len(all))
+		for id, e := range all {
+			if Allowed(c, &e.card) {
+				out[id] = e
+			}
+		}
+	}
+	if out == nil {
+		out = map[string]*entry{}
+	}
+	cs.entries = out
+	servers := map[string]bool{}
+	for _, e := range out {
+		cs.tokens += int64(e.tokens)
+		servers[e.card.Server] = true
+	}
+	for s := range servers {
+		cs.servers = append(cs.servers, s)
+	}
+	slices.Sort(cs.servers)
+	if len(out) < len(all) {
+		cs.filter.IDs = make([]string, 0, len(out))
+		for id := range out {
+			cs.filter.IDs = append(cs.filter.IDs, id)
+		}
+		slices.Sort(cs.filter.IDs)
+	}
+	return cs
+}
+
+// dropCandidates forgets every candidate set: the view changed. Call with
+// r.mu held for writing.
+func (r *Retriever) dropCandidates() {
+	r.candMu.Lock()
+	r.cands = map[string]*candSet{}
+	r.candMu.Unlock()
+}
+
+func (cs *candSet) lexSet(x *LexicalIndex) *LexSet {
+	cs.lexOnce.Do(func() { cs.lex = x.Prepare(cs.filter) })
+	return cs.lex
+}
+
+func (cs *candSet) vecSet(m *MemoryVectors) *VecSet {
+	cs.vecOnce.Do(func() { cs.vec = m.Prepare(cs.filter) })
+	return cs.vec
+}

@@ -1,0 +1,22 @@
+package retriever
+
+import "golang.org/x/sys/cpu"
+
+// useAVX2 says the AVX2 kernel runs here.
+var useAVX2 = cpu.X86.HasAVX2
+
+// dotBlocksAVX2 adds a[j]*b[j] into lanes[j%32] for n elements (a multiple
+// of 32), with 256-bit multiplications and additions (dot_amd64.s).
+//
+//go:noescape
+func dotBlocksAVX2(a, b *float32, n int, lanes *[dotLanes]float32)
+
+// dotBlocks adds a[j]*b[j] into lanes[j%32]; len(a) is a multiple of 32.
+func dotBlocks(a, b []float32, lanes *[dotLanes]float32) {
+	if useAVX2 && len(a) > 0 {
+		b = b[:len(a)]
+		dotBlocksAVX2(&a[0], &b[0], len(a), lanes)
+		return
+	}
+	dotBlocksGeneric(a, b, lanes)
+}

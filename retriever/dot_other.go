@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package retriever
+
+// useAVX2 is false off amd64: the portable loop runs.
+const useAVX2 = false
+
+// dotBlocks adds a[j]*b[j] into lanes[j%32]; len(a) is a multiple of 32.
+func dotBlocks(a, b []float32, lanes *[dotLanes]float32) { dotBlocksGeneric(a, b, lanes) }
