@@ -36,6 +36,11 @@ type entry struct {
 	schemaErr  error
 }
 
+// inputSchema is the card's compiled input schema, compiled at the first
+// authorization that needs it and kept. Registration refused every schema
+// whose compilation is not bounded work (cards' limits), and compiling at
+// load would cost a restart seconds and every card kilobytes for schemas
+// most cards never need.
 func (e *entry) inputSchema() (*cards.Schema, error) {
 	e.schemaOnce.Do(func() {
 		if len(e.card.InputSchema) > 0 {
@@ -218,9 +223,6 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		default:
 			return fmt.Errorf("read card %s: %w", ch.Key, err)
 		}
-	}
-	for _, e := range upserts {
-		e.inputSchema() // compiled once, here, never during a request
 	}
 	if len(upserts) > 0 {
 		keys := make([]cards.Key, len(upserts))

@@ -351,11 +351,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	// 3–5. Both legs inside the candidate set, then fusion, per list;
 	// every ranked tool gets its confidence, and a list whose best tool is
 	// under the minimum confidence is not answered.
-	minConf := r.minConfidence
+	// The confidence model is the hybrid ranking's: a list ranked without
+	// the semantic leg (a single-leg mode, an embedder or vector store that
+	// failed) is held to no default minimum, only to the request's.
+	minConf, explicit := r.minConfidence, req.MinConfidence != nil
 	if req.Mode.single() {
-		minConf = 0 // the confidence model is the hybrid ranking's
+		minConf = 0
 	}
-	if req.MinConfidence != nil {
+	if explicit {
 		minConf = *req.MinConfidence
 	}
 	res.MinConfidence = minConf
@@ -409,8 +412,12 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		}
 		ranked[i] = fused
 		res.Timings.Fuse += time.Since(t1)
+		listMin := minConf
+		if degraded && !explicit {
+			listMin = 0
+		}
 		// A list that ranked nothing reached no minimum either.
-		if len(fused) == 0 || fused[0].Confidence < minConf {
+		if len(fused) == 0 || fused[0].Confidence < listMin {
 			ranked[i] = nil
 			if l.intent >= 0 {
 				res.AbstainedIntents = append(res.AbstainedIntents, l.intent)

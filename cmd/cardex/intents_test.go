@@ -182,14 +182,14 @@ func TestDiscoverAndToolsSearchIntents(t *testing.T) {
 			t.Errorf("--min-confidence 1: exit %d\n%s", code, out)
 		}
 		// Nothing ranked at all, without a minimum: no advice to lower it.
-		out, _, code = discover("--intent", "!!!")
+		out, _, code = discover("--intent", "!!!", "--min-confidence", "0")
 		if code != 0 || !strings.Contains(out, "no tool matches: rephrase the request") || strings.Contains(out, "--min-confidence") {
 			t.Errorf("an intent that ranks nothing: exit %d\n%s", code, out)
 		}
 		// Only one intent under the minimum: the answer names it.
 		const nonsense = "zebra xylophone quasar"
-		strong := discoverJ("--intent", intents[0], "--top-k", "1").Tools[0].Confidence
-		weak := discoverJ("--intent", nonsense, "--top-k", "1").Tools[0].Confidence
+		strong := discoverJ("--intent", intents[0], "--top-k", "1", "--min-confidence", "0").Tools[0].Confidence
+		weak := discoverJ("--intent", nonsense, "--top-k", "1", "--min-confidence", "0").Tools[0].Confidence
 		if !(weak < strong) {
 			t.Fatalf("precondition: nonsense confidence %v not under %v", weak, strong)
 		}
