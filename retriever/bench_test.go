@@ -2,174 +2,29 @@ package retriever_test
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"math/rand"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
+	"github.com/seed0cff8200/cardex/cards/synth"
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
-// A synthetic but realistic catalogue: about forty servers over eight
-// domains, tool names composed as verb_noun, summaries from a word bank,
-// three aliases, two tags, one or two required scopes from a small set and
-// an input schema with two to five properties. Generated deterministically
-// from a seed, so benchmarks and tests see the same cards on every run.
-
-var synthDomains = []string{"billing", "crm", "support", "devops", "hr", "analytics", "storage", "identity"}
-
-var synthServerStems = []string{"core", "cloud", "hub", "api", "ops"}
-
-type synthVerb struct{ verb, third, syn, gerund string }
-
-var synthVerbs = []synthVerb{
-	{"get", "Gets", "fetch", "getting"},
-	{"list", "Lists", "show", "listing"},
-	{"create", "Creates", "add", "creating"},
-	{"update", "Updates", "change", "updating"},
-	{"delete", "Deletes", "remove", "deleting"},
-	{"search", "Searches", "find", "searching"},
-	{"export", "Exports", "download", "exporting"},
-	{"import", "Imports", "upload", "importing"},
-	{"archive", "Archives", "hide", "archiving"},
-	{"restore", "Restores", "recover", "restoring"},
-	{"assign", "Assigns", "give", "assigning"},
-	{"approve", "Approves", "accept", "approving"},
-	{"cancel", "Cancels", "stop", "cancelling"},
-	{"sync", "Syncs", "refresh", "syncing"},
-}
-
-var synthNouns = []string{
-	"order", "invoice", "ticket", "issue", "user", "customer", "payment", "refund",
-	"subscription", "account", "contact", "lead", "deal", "report", "dashboard", "metric",
-	"alert", "incident", "deployment", "pipeline", "build", "bucket", "file", "folder",
-	"employee", "timesheet", "role", "group", "token", "webhook",
-}
-
-var synthAdjectives = []string{
-	"open", "closed", "pending", "overdue", "recent", "archived", "active", "failed",
-	"draft", "shared", "private", "monthly", "weekly", "critical", "unpaid", "external",
-}
-
-var synthContexts = []string{
-	"a customer account", "the current workspace", "a project", "a team", "a date range",
-	"a region", "the billing period", "an organisation", "a sales pipeline", "a service",
-}
-
-var synthTails = []string{
-	"filtered by status and date range", "with pagination", "including audit history",
-	"and notifies the owner", "by identifier", "in bulk", "with optional labels",
-	"returning a summary", "sorted by most recent first", "for compliance review",
-}
-
-var synthParams = []struct{ name, typ string }{
-	{"id", "string"}, {"customer_id", "string"}, {"status", "string"}, {"limit", "integer"},
-	{"cursor", "string"}, {"from_date", "string"}, {"to_date", "string"}, {"query", "string"},
-	{"amount", "number"}, {"currency", "string"}, {"assignee", "string"}, {"priority", "integer"},
-	{"labels", "array"}, {"region", "string"}, {"dry_run", "boolean"}, {"notify", "boolean"},
-}
-
-var synthTags = []string{"read", "write", "admin", "reporting", "automation", "finance", "security", "internal"}
-
-// synthServers returns about forty server names, each with its domain.
-func synthServers() (names, domains []string) {
-	for _, d := range synthDomains {
-		for _, s := range synthServerStems {
-			names = append(names, d+"-"+s)
-			domains = append(domains, d)
-		}
-	}
-	return names, domains
-}
-
-// synthCatalogue returns n distinct active cards of one tenant.
+// The synthetic catalogue of the benchmarks and tests (cards/synth).
 func synthCatalogue(n int, seed int64, tenant string) []cards.Card {
-	rng := rand.New(rand.NewSource(seed))
-	servers, domains := synthServers()
-	pick := func(s []string) string { return s[rng.Intn(len(s))] }
-	seen := make(map[string]bool, n)
-	out := make([]cards.Card, 0, n)
-	for len(out) < n {
-		si := rng.Intn(len(servers))
-		server, domain := servers[si], domains[si]
-		v := synthVerbs[rng.Intn(len(synthVerbs))]
-		noun := pick(synthNouns)
-		adj := pick(synthAdjectives)
-		name := v.verb + "_" + noun
-		if rng.Intn(3) == 0 {
-			name = v.verb + "_" + adj + "_" + noun + "s"
-		}
-		for i := 2; seen[server+"/"+name]; i++ {
-			name = fmt.Sprintf("%s_%s_v%d", v.verb, noun, i)
-		}
-		seen[server+"/"+name] = true
-
-		summary := fmt.Sprintf("%s %s %s records for %s %s.", v.third, adj, noun, pick(synthContexts), pick(synthTails))
-		aliases := []string{
-			v.syn + " " + noun,
-			v.gerund + " " + adj + " " + noun + "s",
-			noun + " " + v.verb + " in " + domain,
-		}
-		tags := []string{domain, pick(synthTags)}
-		scopes := []string{domain + ":" + []string{"read", "write", "admin"}[rng.Intn(3)]}
-		if rng.Intn(5) == 0 {
-			scopes = append(scopes, pick(synthDomains)+":read")
-		}
-		props := map[string]any{}
-		nprops := 2 + rng.Intn(4)
-		var required []string
-		for len(props) < nprops {
-			p := synthParams[rng.Intn(len(synthParams))]
-			def := map[string]any{"type": p.typ, "description": "The " + strings.ReplaceAll(p.name, "_", " ") + " of the " + noun + "."}
-			if p.typ == "array" {
-				def["items"] = map[string]any{"type": "string"}
-			}
-			if _, dup := props[p.name]; !dup && len(required) == 0 {
-				required = append(required, p.name)
-			}
-			props[p.name] = def
-		}
-		schema, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
-		out = append(out, cards.Card{
-			Tenant: tenant, Server: server, Name: name, Kind: cards.KindMCPTool,
-			Summary: summary, Aliases: aliases, Tags: tags, RequiredScopes: scopes,
-			InputSchema: schema,
-		})
-	}
-	return out
+	return synth.Catalogue(n, seed, tenant)
 }
 
-// synthQueries returns n natural-language queries over the same vocabulary.
-func synthQueries(n int, seed int64) []string {
-	rng := rand.New(rand.NewSource(seed))
-	pick := func(s []string) string { return s[rng.Intn(len(s))] }
-	templates := []func() string{
-		func() string {
-			v := synthVerbs[rng.Intn(len(synthVerbs))]
-			return "how do I " + v.syn + " a " + pick(synthAdjectives) + " " + pick(synthNouns)
-		},
-		func() string {
-			return synthVerbs[rng.Intn(len(synthVerbs))].verb + " " + pick(synthNouns) + " by " + strings.ReplaceAll(synthParams[rng.Intn(len(synthParams))].name, "_", " ")
-		},
-		func() string {
-			return "show me " + pick(synthAdjectives) + " " + pick(synthNouns) + "s for " + pick(synthContexts)
-		},
-		func() string {
-			return synthVerbs[rng.Intn(len(synthVerbs))].syn + " the " + pick(synthNouns) + " of " + pick(synthContexts) + " " + pick(synthTails)
-		},
-		func() string { return pick(synthNouns) + " " + pick(synthDomains) },
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = templates[i%len(templates)]()
-	}
-	return out
-}
+func synthQueries(n int, seed int64) []string { return synth.Queries(n, seed) }
 
 // putBatches writes cards in batches of 1000 (one bbolt transaction each).
 func putBatches(tb testing.TB, st cards.Store, cs []cards.Card) {
@@ -183,56 +38,418 @@ func putBatches(tb testing.TB, st cards.Store, cs []cards.Card) {
 
 // benchRestrictedScopes is held by the restricted caller: a little under a
 // third of the scope set (reported as the candidates metric).
-var benchRestrictedScopes = []string{"billing:*", "crm:read", "support:read", "support:write", "analytics:read"}
+var benchRestrictedScopes = synth.RestrictedScopes
 
-func BenchmarkDiscover(b *testing.B) {
-	const benchTenant = "acme"
-	queries := synthQueries(50, 7)
-	callers := []struct {
-		name   string
-		caller retriever.Caller
-	}{
-		{"admin", retriever.Caller{Tenant: benchTenant, Subject: "admin", Scopes: []string{"*"}}},
-		{"restricted", retriever.Caller{Tenant: benchTenant, Subject: "agent", Scopes: benchRestrictedScopes}},
+// benchSizes are the catalogue sizes of BenchmarkDiscover and
+// BenchmarkRestart. Pick one with -bench 'Discover$/cards=1000$'.
+var benchSizes = []int{1000, 10_000, 100_000}
+
+const benchTenant = "acme"
+
+// benchCallers are the two callers of the benchmarks: an admin, whose
+// candidate set is the whole tenant, and a restricted agent.
+func benchCallers() []retriever.Caller {
+	return []retriever.Caller{
+		{Tenant: benchTenant, Subject: "admin", Scopes: []string{"*"}},
+		{Tenant: benchTenant, Subject: "agent", Scopes: benchRestrictedScopes},
 	}
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			start := time.Now()
-			st, err := embedded.Open(b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = st.Close() })
-			putBatches(b, st, synthCatalogue(n, 1, benchTenant))
-			r, err := retriever.New(ctx, st, embed.MustBuiltin(), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = r.Close() })
-			if r.Len() != n {
-				b.Fatalf("retriever holds %d cards, want %d", r.Len(), n)
-			}
-			b.Logf("setup of %d cards: %s", n, time.Since(start).Round(time.Millisecond))
+}
 
-			for _, c := range callers {
-				b.Run("caller="+c.name, func(b *testing.B) {
-					b.ReportAllocs()
-					b.ResetTimer()
-					var candidates, tools int
-					for i := 0; i < b.N; i++ {
-						res, err := r.Discover(ctx, retriever.Request{Caller: c.caller, Query: queries[i%len(queries)], TopK: 5})
-						if err != nil {
-							b.Fatal(err)
-						}
-						candidates += res.CandidateCount
-						tools += len(res.Tools)
-					}
-					b.StopTimer()
-					b.ReportMetric(float64(candidates)/float64(b.N), "candidates")
-					b.ReportMetric(float64(tools)/float64(b.N), "tools/op")
+func benchCallerName(c retriever.Caller) string {
+	if c.Subject == "admin" {
+		return "admin"
+	}
+	return "restricted"
+}
+
+// benchFixture is one catalogue size: the retriever over an embedded store,
+// and beside it, for the legs and the baselines, a lexical index, a vector
+// searcher and a bare bleve index holding the same cards and vectors.
+type benchFixture struct {
+	ret     *retriever.Retriever
+	lex     *retriever.LexicalIndex
+	vec     *retriever.MemoryVectors
+	bare    *retriever.BareBleve
+	queries []string
+	qvecs   [][]float32
+	callers []*benchCaller
+}
+
+// benchCaller is a caller with its candidate set as a search filter and,
+// per query, the legs' answers (the inputs of fusion) and the fused list
+// (the input of the merge).
+type benchCaller struct {
+	caller   retriever.Caller
+	filter   retriever.Filter
+	lex, sem [][]retriever.Hit
+	fused    [][]retriever.Fused
+}
+
+// newBenchFixture builds a catalogue of n cards. At 100,000 cards this takes
+// a minute or two; BenchmarkDiscover's body runs once per test binary (only
+// the leaf benchmarks are repeated by -count), so it is built once.
+func newBenchFixture(b *testing.B, n int) *benchFixture {
+	ctx := context.Background()
+	start := time.Now()
+	emb := embed.MustBuiltin()
+	st, err := embedded.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	cs := synthCatalogue(n, 1, benchTenant)
+	putBatches(b, st, cs)
+	r, err := retriever.New(ctx, st, emb, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	if r.Len() != n {
+		b.Fatalf("retriever holds %d cards, want %d", r.Len(), n)
+	}
+	fx := &benchFixture{ret: r, vec: retriever.NewMemoryVectors(emb.Dim()), queries: synthQueries(50, 7)}
+
+	// The same vectors, as the retriever stored them.
+	keys := make([]cards.Key, len(cs))
+	for i := range cs {
+		keys[i] = cs[i].Key()
+	}
+	for start := 0; start < len(keys); start += 10_000 {
+		part := keys[start:min(start+10_000, len(keys))]
+		stored, err := st.Embeddings(ctx, emb.Model(), part)
+		if err != nil || len(stored) != len(part) {
+			b.Fatalf("stored embeddings: %d of %d, %v", len(stored), len(part), err)
+		}
+		for _, k := range part {
+			if err := fx.vec.Upsert(retriever.DocID(k), k.Tenant, stored[k].Vector); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// The same lexical documents.
+	docs := make([]retriever.LexicalDoc, len(cs))
+	for i := range cs {
+		docs[i] = retriever.BenchLexicalDoc(cs[i])
+	}
+	if fx.lex, err = retriever.NewLexicalIndex(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fx.lex.Close() })
+	for start := 0; start < len(docs); start += 1000 {
+		if err := fx.lex.Upsert(docs[start:min(start+1000, len(docs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if fx.bare, err = retriever.NewBareBleve(docs); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fx.bare.Close() })
+	if fx.qvecs, err = emb.Embed(ctx, fx.queries); err != nil {
+		b.Fatal(err)
+	}
+
+	for _, c := range benchCallers() {
+		bc := &benchCaller{caller: c, filter: retriever.Filter{Tenant: c.Tenant}}
+		if c.Subject != "admin" {
+			bc.filter.IDs = []string{}
+			for i := range cs {
+				if retriever.HoldsAll(c.Scopes, cs[i].RequiredScopes) {
+					bc.filter.IDs = append(bc.filter.IDs, retriever.DocID(keys[i]))
+				}
+			}
+			slices.Sort(bc.filter.IDs)
+		}
+		for qi, q := range fx.queries {
+			lex, err := fx.lex.Search(q, bc.filter, retriever.LegDepth)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sem, err := fx.vec.Search(fx.qvecs[qi], bc.filter, retriever.LegDepth)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sem = slices.DeleteFunc(sem, func(h retriever.Hit) bool { return h.Score <= 0 })
+			bc.lex, bc.sem = append(bc.lex, lex), append(bc.sem, sem)
+			bc.fused = append(bc.fused, retriever.FuseRelative(lex, sem, retriever.DefaultAlpha))
+		}
+		fx.callers = append(fx.callers, bc)
+	}
+	b.Logf("setup of %d cards (store, retriever, lexical index, vectors, bare bleve): %s", n, time.Since(start).Round(time.Millisecond))
+	return fx
+}
+
+// BenchmarkDiscover measures the whole pipeline (op=discover, in-process,
+// top_k 5, the default built-in embedder and fusion), each leg of it, and
+// the two baselines, at every size for an admin and a restricted caller, in
+// one run so that the ratios come from one machine state:
+//
+//   - op=discover: Retriever.Discover; the Timings of every answer are
+//     reported as embed-, authorize-, lexical-, semantic-, fuse- and
+//     hydrate-ns/op (authorize is the candidate set; hydrate the pins,
+//     copies and token accounting);
+//   - op=lexical, op=semantic: LexicalIndex.Search and MemoryVectors.Search
+//     inside the candidate set at the pipeline's depth (LegDepth);
+//   - op=fuse, op=merge: FuseRelative of the two legs' answers, MergeFair
+//     of the fused list into 5;
+//   - op=bleve-top5: a bare bleve BM25 query on the same documents with the
+//     same mapping, fields and boosts, top 5 (BareBleve);
+//   - op=vectors-top5: a bare exact scan of the same vectors, top 5.
+//
+// The ratios of docs/BENCHMARKS.md are op=discover ÷ op=bleve-top5 and
+// op=discover ÷ op=vectors-top5 (scripts/bench-table computes them).
+func BenchmarkDiscover(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
+			fx := newBenchFixture(b, n)
+			for _, bc := range fx.callers {
+				b.Run("caller="+benchCallerName(bc.caller), func(b *testing.B) {
+					benchOps(ctx, b, fx, bc)
 				})
 			}
 		})
+	}
+}
+
+func benchOps(ctx context.Context, b *testing.B, fx *benchFixture, bc *benchCaller) {
+	nq := len(fx.queries)
+	b.Run("op=discover", func(b *testing.B) {
+		b.ReportAllocs()
+		var candidates, tools int
+		var tm retriever.Timings
+		var took []time.Duration
+		i := 0
+		for b.Loop() {
+			t0 := time.Now()
+			res, err := fx.ret.Discover(ctx, retriever.Request{Caller: bc.caller, Query: fx.queries[i%nq], TopK: 5})
+			took = append(took, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+			candidates += res.CandidateCount
+			tools += len(res.Tools)
+			tm.Embed += res.Timings.Embed
+			tm.Authorize += res.Timings.Authorize
+			tm.Lexical += res.Timings.Lexical
+			tm.Semantic += res.Timings.Semantic
+			tm.Fuse += res.Timings.Fuse
+			tm.Hydrate += res.Timings.Hydrate
+		}
+		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(i) }
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
+		b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+		b.ReportMetric(float64(candidates)/float64(i), "candidates")
+		b.ReportMetric(float64(tools)/float64(i), "tools/op")
+		b.ReportMetric(per(tm.Embed), "embed-ns/op")
+		b.ReportMetric(per(tm.Authorize), "authorize-ns/op")
+		b.ReportMetric(per(tm.Lexical), "lexical-ns/op")
+		b.ReportMetric(per(tm.Semantic), "semantic-ns/op")
+		b.ReportMetric(per(tm.Fuse), "fuse-ns/op")
+		b.ReportMetric(per(tm.Hydrate), "hydrate-ns/op")
+	})
+	b.Run("op=lexical", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := fx.lex.Search(fx.queries[i%nq], bc.filter, retriever.LegDepth); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("op=semantic", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := fx.vec.Search(fx.qvecs[i%nq], bc.filter, retriever.LegDepth); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("op=fuse", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			_ = retriever.FuseRelative(bc.lex[i%nq], bc.sem[i%nq], retriever.DefaultAlpha)
+			i++
+		}
+	})
+	b.Run("op=merge", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			_ = retriever.MergeFair([][]retriever.Fused{bc.fused[i%nq]}, 5)
+			i++
+		}
+	})
+	b.Run("op=bleve-top5", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := fx.bare.Search(fx.queries[i%nq], bc.filter, 5); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("op=vectors-top5", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := fx.vec.Search(fx.qvecs[i%nq], bc.filter, 5); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkRestart measures a restart: open the embedded store holding n
+// cards (and their embeddings, stored by an earlier start), build the
+// retriever, answer the first discovery (ns/op). It also reports the live
+// heap the open store and retriever hold per card (runtime.MemStats after a
+// GC, against the heap before the open), the growth of the process's
+// resident memory per card, and the cards' mean schema bytes. Run it alone
+// (-bench 'Restart/cards=100000$' -benchtime 1x) for the resident figure:
+// other benchmarks' memory in the same process blurs it.
+func BenchmarkRestart(b *testing.B) {
+	ctx := context.Background()
+	emb := embed.MustBuiltin()
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			cs := synthCatalogue(n, 1, benchTenant)
+			schemaBytes := 0
+			for i := range cs {
+				schemaBytes += len(cs[i].InputSchema) + len(cs[i].OutputSchema)
+			}
+			st, err := embedded.Open(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			putBatches(b, st, cs)
+			cs = nil
+			r, err := retriever.New(ctx, st, emb, nil) // computes and stores the embeddings
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := errors.Join(r.Close(), st.Close()); err != nil {
+				b.Fatal(err)
+			}
+			req := retriever.Request{Caller: benchCallers()[0], Query: synthQueries(1, 11)[0], TopK: 5}
+			var heap, rss float64
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				heap0, rss0 := liveHeap(), residentBytes()
+				b.StartTimer()
+				st, err := embedded.Open(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := retriever.New(ctx, st, emb, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := r.Discover(ctx, req)
+				if err != nil || len(res.Tools) == 0 {
+					b.Fatalf("first discovery: %d tools, %v", len(res.Tools), err)
+				}
+				b.StopTimer()
+				heap += float64(liveHeap()) - float64(heap0)
+				rss += float64(residentBytes()) - float64(rss0)
+				if r.Len() != n {
+					b.Fatalf("%d cards after the restart, want %d", r.Len(), n)
+				}
+				if err := errors.Join(r.Close(), st.Close()); err != nil {
+					b.Fatal(err)
+				}
+				i++
+				b.StartTimer()
+			}
+			b.ReportMetric(heap/float64(i)/float64(n), "heap-B/card")
+			if rss0 := residentBytes(); rss0 > 0 {
+				b.ReportMetric(rss/float64(i)/float64(n), "rss-B/card")
+			}
+			b.ReportMetric(float64(schemaBytes)/float64(n), "schema-B/card")
+		})
+	}
+}
+
+// liveHeap is the bytes of live heap objects after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// residentBytes is the process's resident set size (Linux), after the
+// runtime returned what it could to the system; 0 where it is unknown.
+func residentBytes() uint64 {
+	debug.FreeOSMemory()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	var pages uint64
+	if _, err := fmt.Sscan(f[1], &pages); err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
+}
+
+// TestBenchBaselines: the bare bleve baseline answers like a search of the
+// caller's candidate set: at most k hits, all of them candidates of the
+// caller's tenant (another tenant's identical cards never), and a card's
+// own words find it first.
+func TestBenchBaselines(t *testing.T) {
+	cs := synthCatalogue(300, 1, benchTenant)
+	other := synthCatalogue(50, 1, "globex")
+	var docs []retriever.LexicalDoc
+	for _, c := range append(slices.Clone(cs), other...) {
+		docs = append(docs, retriever.BenchLexicalDoc(c))
+	}
+	bare, err := retriever.NewBareBleve(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	restricted := retriever.Filter{Tenant: benchTenant, IDs: []string{}}
+	for _, c := range cs {
+		if retriever.HoldsAll(benchRestrictedScopes, c.RequiredScopes) {
+			restricted.IDs = append(restricted.IDs, retriever.DocID(c.Key()))
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		filter retriever.Filter
+	}{
+		{"admin", retriever.Filter{Tenant: benchTenant}},
+		{"restricted", restricted},
+	} {
+		for _, q := range synthQueries(10, 7) {
+			ids, err := bare.Search(q, tc.filter, 5)
+			if err != nil || len(ids) == 0 || len(ids) > 5 {
+				t.Fatalf("%s %q: %d hits, %v", tc.name, q, len(ids), err)
+			}
+			for _, id := range ids {
+				k, _ := retriever.ParseDocID(id)
+				if k.Tenant != benchTenant || (tc.filter.IDs != nil && !slices.Contains(tc.filter.IDs, id)) {
+					t.Errorf("%s %q: %s is not a candidate", tc.name, q, id)
+				}
+			}
+		}
+	}
+	want := retriever.DocID(cs[0].Key())
+	if ids, err := bare.Search(cs[0].Name+" "+cs[0].Summary, retriever.Filter{Tenant: benchTenant}, 5); err != nil || len(ids) == 0 || ids[0] != want {
+		t.Errorf("a card's own name and summary: %v, %v; want %s first", ids, err, want)
 	}
 }

@@ -81,6 +81,7 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serversCmd())
 	root.AddCommand(versionCmd(), outcomeCmd(), logsCmd(), healthCmd())
 	root.AddCommand(tokenCmd())
+	root.AddCommand(benchCmd())
 	usageExits(root)
 	return root
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/metrics"
 	"github.com/seed0cff8200/cardex/internal/pglog"
 	"github.com/seed0cff8200/cardex/internal/server"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -32,6 +33,8 @@ func serveCmd() *cobra.Command {
 	)
 	var httpListen, agentTokens, upstreamsFile string
 	var mcpStateless bool
+	var logFormat string
+	var metricsTenants int
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
 	var sf storeFlags    // --store, --database-url, --database-schema
 
@@ -41,7 +44,13 @@ func serveCmd() *cobra.Command {
 		Short: "Run the gRPC service: embedded store by default (no external service), or PostgreSQL (--store postgres)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := newLogger(logLevel)
+			log, err := newFormatLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			if metricsTenants < -1 || metricsTenants > metrics.MaxTenantsLimit {
+				return usageError("--metrics-tenants %d: use -1 (none) up to %d", metricsTenants, metrics.MaxTenantsLimit)
+			}
 			mode, err := discoverylog.ParseQueryMode(queryLog)
 			if err != nil {
 				return err
@@ -107,6 +116,8 @@ func serveCmd() *cobra.Command {
 				dlog.AddSink(pgw)
 				fbc.Sink = pgw
 			}
+			met := metrics.New(metrics.Options{MaxTenants: metricsTenants})
+			fbc.Metrics = met
 			fb, err := feedback.New(ctx, fbc)
 			if err != nil {
 				return fmt.Errorf("feedback log: %w", err)
@@ -115,7 +126,7 @@ func serveCmd() *cobra.Command {
 
 			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
 				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless,
-				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter})
+				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter, Metrics: met.Handler()})
 			if err != nil {
 				return err
 			}
@@ -140,11 +151,12 @@ func serveCmd() *cobra.Command {
 			// In postgres mode, State keeps health NOT_SERVING until the schema is current.
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
 				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
-				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts})
+				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met})
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
 			sf.start(ctx, ret, emb, syncEvery, log)
+			go met.FollowCatalog(ctx, ret, store, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
 				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "service_tokens", secu.auth.Tokens.Len(),
 				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls, "version", buildinfo.Version())
@@ -182,6 +194,8 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", envOr("CARDEX_LOG_FORMAT", logText), "log format on stderr: text or json (env CARDEX_LOG_FORMAT)")
+	f.IntVar(&metricsTenants, "metrics-tenants", metrics.DefaultMaxTenants, "at most this many tenants get series of their own at /metrics (the first ones with authorized cards); the others are counted as tenant \"(other)\"; -1: none, at most 10000")
 	f.StringVar(&tokenFile, "catalog-token-file", "", "file holding the token that CatalogService callers must present (or set the token itself in CARDEX_CATALOG_TOKEN)")
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")

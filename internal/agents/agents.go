@@ -49,6 +49,8 @@ type Config struct {
 	MCPStateless bool
 	// Health, when set, answers /healthz and /readyz on the HTTP listener.
 	Health http.Handler
+	// Metrics, when set, answers /metrics on the HTTP listener.
+	Metrics http.Handler
 	// Serving, when set, holds /mcp (503) until it returns nil: until the
 	// replica's view of the catalogue can be trusted.
 	Serving func() error
@@ -126,6 +128,9 @@ func Open(cfg Config) (*Surfaces, error) {
 		if cfg.Health != nil {
 			mux.Handle("/healthz", cfg.Health)
 			mux.Handle("/readyz", cfg.Health)
+		}
+		if cfg.Metrics != nil {
+			mux.Handle("/metrics", cfg.Metrics)
 		}
 		if cfg.TokenFile != "" {
 			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/metrics"
 )
 
 // Event types.
@@ -106,9 +107,11 @@ type Config struct {
 	RawQueries bool
 	Learner    Learner
 	// Sink, if set, receives every event as logged (e.g. PostgreSQL).
-	Sink   interface{ Event(Event) }
-	Logger *slog.Logger
-	Now    func() time.Time
+	Sink interface{ Event(Event) }
+	// Metrics, if set, counts outcomes and implicit misses per tenant.
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Recorder is safe for concurrent use.
@@ -381,6 +384,7 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 	e := r.event(TypeOutcome, d, used, miss)
 	e.NoneFit = noneFit
 	r.write(e)
+	r.cfg.Metrics.Outcome(tenant, miss, noneFit)
 	// The phrasing to learn: the intents that reached the tool (each one
 	// part of the task, in the orchestrator's words), else the query.
 	var phrases []string
@@ -423,6 +427,7 @@ func (r *Recorder) Used(tenant, subject, session string, tool Tool) bool {
 	}
 	latest := r.recent[ids[len(ids)-1]]
 	r.write(r.event(TypeImplicitMiss, latest, &tool, true))
+	r.cfg.Metrics.ImplicitMiss(tenant)
 	return true
 }
 

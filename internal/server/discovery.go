@@ -16,6 +16,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/metrics"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -27,6 +28,8 @@ type discovery struct {
 	fb    *feedback.Recorder
 	trail *audittrail.Trail
 	log   *slog.Logger
+	// metrics may be nil.
+	metrics *metrics.Metrics
 }
 
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
@@ -127,6 +130,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			s.log.Warn("discovery log append failed", "err", err)
 		}
 	}
+	s.metrics.Discovery(caller.Tenant, &res, time.Since(start))
 	return out, nil
 }
 

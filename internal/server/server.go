@@ -18,6 +18,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/metrics"
 	"github.com/seed0cff8200/cardex/internal/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/tokens"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -65,6 +66,9 @@ type Config struct {
 	// ServerOptions are added to the gRPC server's own (TLS credentials,
 	// stream limits).
 	ServerOptions []grpc.ServerOption
+	// Metrics, when set, counts requests by method and code and records
+	// every discovery (nil: no metrics).
+	Metrics *metrics.Metrics
 }
 
 // New builds a gRPC server with DiscoveryService, CatalogService, health
@@ -93,11 +97,11 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ForceServerCodecV2(codec),
-		grpc.ChainUnaryInterceptor(codec.unary, accessLog(log), g.unary, servingOnly(cfg.State)),
+		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryInterceptor(), codec.unary, accessLog(log), g.unary, servingOnly(cfg.State)),
 		grpc.ChainStreamInterceptor(codec.stream),
 	}, cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
-	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, trail: cfg.Trail, log: log})
+	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, trail: cfg.Trail, log: log, metrics: cfg.Metrics})
 	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, trail: cfg.Trail, log: log})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, &healthDetails{Server: hs, warnings: cfg.Warnings})
