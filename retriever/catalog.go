@@ -32,6 +32,12 @@ type entry struct {
 	words []uint64
 	group *dupGroup
 
+	// server is the tenant's server of the card, shared by its tools (the
+	// server evidence groups by it without hashing names); destructive
+	// caches the card's annotation for the server lift.
+	server      *serverSlot
+	destructive bool
+
 	schemaOnce sync.Once
 	schema     *cards.Schema
 	schemaErr  error
@@ -73,7 +79,8 @@ type Retriever struct {
 	seq     uint64
 	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
-	dupGroups map[string]*dupGroup // tenant + dup key → its entries' count
+	dupGroups map[string]*dupGroup   // tenant + dup key → its entries' count
+	slots     map[string]*serverSlot // tenant + server → its entries' count
 
 	candMu sync.Mutex // guards cands (readers of the view add to it)
 	cands  map[string]*candSet
@@ -106,6 +113,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		changed:   make(chan struct{}),
 		cands:     map[string]*candSet{},
 		dupGroups: map[string]*dupGroup{},
+		slots:     map[string]*serverSlot{},
 		servers:   map[string]map[string]cards.ServerInfo{},
 
 		lexWeights:    DefaultLexicalWeights(),
@@ -343,6 +351,13 @@ func (r *Retriever) add(e *entry) {
 		e.group = r.dupGroups[k]
 		e.group.n++
 	}
+	e.destructive = isDestructive(&e.card)
+	sk := t + idSep + s
+	if r.slots[sk] == nil {
+		r.slots[sk] = &serverSlot{}
+	}
+	e.server = r.slots[sk]
+	e.server.n++
 	r.byID[e.id] = e
 	if r.byTenant[t] == nil {
 		r.byTenant[t] = map[string]*entry{}
@@ -365,6 +380,9 @@ func (r *Retriever) drop(id string) {
 		if e.group.n--; e.group.n == 0 {
 			delete(r.dupGroups, t+idSep+e.dup)
 		}
+	}
+	if e.server.n--; e.server.n == 0 {
+		delete(r.slots, t+idSep+s)
 	}
 	delete(r.byID, id)
 	delete(r.byTenant[t], id)

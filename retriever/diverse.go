@@ -90,24 +90,25 @@ func nearDuplicates(a, b *entry) bool {
 
 // collapseList keeps, of every group of near-duplicates in a ranked list,
 // the best ranked, and records the others as its alternatives (in rank
-// order). It returns the shortened list and the alternatives by ID.
+// order). It returns the shortened list, in fused's array (the pipeline's
+// own list, which it no longer needs), and the alternatives by ID.
 func collapseList(fused []Fused, alts map[string][]string) []Fused {
-	out := make([]Fused, 0, len(fused))
-	var kept map[string][]*entry // dup key → the kept entries with it
+	out := fused[:0] // written behind the reading position
+	var kept map[*dupGroup][]*entry // dup group → its kept entries
 	for _, f := range fused {
 		if e := f.e; e.group != nil && e.group.n > 1 {
 			if kept == nil {
-				kept = map[string][]*entry{}
+				kept = map[*dupGroup][]*entry{}
 			}
-			i := slices.IndexFunc(kept[e.dup], func(k *entry) bool { return nearDuplicates(k, e) })
+			i := slices.IndexFunc(kept[e.group], func(k *entry) bool { return nearDuplicates(k, e) })
 			if i >= 0 {
-				id := kept[e.dup][i].id
+				id := kept[e.group][i].id
 				if !slices.Contains(alts[id], f.ID) {
 					alts[id] = append(alts[id], f.ID)
 				}
 				continue
 			}
-			kept[e.dup] = append(kept[e.dup], e)
+			kept[e.group] = append(kept[e.group], e)
 		}
 		out = append(out, f)
 	}

@@ -85,8 +85,7 @@ func FuseRelative(lexical, semantic []Hit, alpha float64) []Fused {
 		alpha = 1
 	}
 	out := joinLegs(lexical, semantic)
-	lexNorm := minMaxNormaliser(lexical)
-	semNorm := minMaxNormaliser(semantic)
+	lexNorm, semNorm := minMaxNormalisers(out)
 	for i := range out {
 		f := &out[i]
 		var lex, sem float64
@@ -137,20 +136,25 @@ func joinLegs(lexical, semantic []Hit) []Fused {
 	return out
 }
 
-// minMaxNormaliser returns the min-max map of the leg's scores onto [0,1], using
-// each ID's first occurrence as joinLegs does. A leg with one distinct score maps
-// everything to 1.
-func minMaxNormaliser(leg []Hit) func(float64) float64 {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	seen := make(map[string]bool, len(leg))
-	for _, h := range leg {
-		if seen[h.ID] {
-			continue
+// minMaxNormalisers return the min-max maps of the two legs' scores onto
+// [0,1], over the joined legs (each ID's first occurrence in a leg, as
+// joinLegs keeps it). A leg with one distinct score maps everything to 1.
+func minMaxNormalisers(joined []Fused) (lexical, semantic func(float64) float64) {
+	lexLo, lexHi := math.Inf(1), math.Inf(-1)
+	semLo, semHi := math.Inf(1), math.Inf(-1)
+	for i := range joined {
+		f := &joined[i]
+		if f.LexicalRank > 0 {
+			lexLo, lexHi = min(lexLo, f.Lexical), max(lexHi, f.Lexical)
 		}
-		seen[h.ID] = true
-		lo = min(lo, h.Score)
-		hi = max(hi, h.Score)
+		if f.SemanticRank > 0 {
+			semLo, semHi = min(semLo, f.Semantic), max(semHi, f.Semantic)
+		}
 	}
+	return minMax(lexLo, lexHi), minMax(semLo, semHi)
+}
+
+func minMax(lo, hi float64) func(float64) float64 {
 	span := hi - lo
 	if !(span > 0) || math.IsInf(span, 0) {
 		return func(float64) float64 { return 1 }

@@ -78,59 +78,72 @@ func (x *serverIndex) update(ss []cards.ServerInfo, remove []cards.Key) error {
 	return x.lex.Upsert(docs)
 }
 
-// serverLift returns the lift of each server (by name) for one ranked list:
-// the server prior × its best tool's share of the list's best score, plus
-// the server boost × its entry's lexical evidence for text. Call with r.mu
-// held.
-func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused) map[string]float64 {
+// serverSlot stands for one server of a tenant in the view: its entries
+// share it (entry.server), and n counts them.
+type serverSlot struct{ n int }
+
+// serverLift returns the lift of each tool of a ranked list, by position:
+// its server's lift, the server prior × the server's best tool's share of
+// the list's best score, plus the server boost × the server entry's lexical
+// evidence for text. Call with r.mu held.
+func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused) []float64 {
 	if len(fused) == 0 || !(fused[0].Score > 0) {
 		return nil
 	}
-	out := map[string]float64{}
+	bySlot := map[*serverSlot]float64{}
 	if r.serverPrior > 0 {
 		for _, f := range fused {
-			out[f.e.card.Server] = max(out[f.e.card.Server], r.serverPrior*f.Score/fused[0].Score)
+			s := f.e.server
+			bySlot[s] = max(bySlot[s], r.serverPrior*f.Score/fused[0].Score)
 		}
 	}
-	entries := r.servers[cs.filter.Tenant]
-	if r.serverBoost <= 0 || len(entries) == 0 {
-		return out
-	}
-	var ids []string
-	for _, s := range cs.servers {
-		if _, ok := entries[s]; ok {
-			ids = append(ids, DocID(cards.ServerKey(cs.filter.Tenant, s)))
+	if entries := r.servers[cs.filter.Tenant]; r.serverBoost > 0 && len(entries) > 0 {
+		var ids []string
+		for _, s := range cs.servers {
+			if _, ok := entries[s]; ok {
+				ids = append(ids, DocID(cards.ServerKey(cs.filter.Tenant, s)))
+			}
+		}
+		if len(ids) > 0 {
+			// ids are in server order, so the statistics sum in a fixed order.
+			hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: cs.filter.Tenant, IDs: ids}, len(ids))
+			if err != nil {
+				r.log.Warn("server entry search failed", "err", err)
+			}
+			for _, h := range hits {
+				k, _ := ParseDocID(h.ID)
+				// A server the caller may use has a slot: cs.servers
+				// are those of its candidates.
+				if s := r.slots[cs.filter.Tenant+idSep+k.Server]; s != nil {
+					bySlot[s] += r.serverBoost * h.Evidence
+				}
+			}
 		}
 	}
-	if len(ids) == 0 {
-		return out
+	if len(bySlot) == 0 {
+		return nil
 	}
-	// ids are in server order, so the statistics sum in a fixed order.
-	hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: cs.filter.Tenant, IDs: ids}, len(ids))
-	if err != nil {
-		r.log.Warn("server entry search failed", "err", err)
-		return out
+	lifts := make([]float64, len(fused))
+	for i, f := range fused {
+		lifts[i] = bySlot[f.e.server]
 	}
-	for _, h := range hits {
-		k, _ := ParseDocID(h.ID)
-		out[k.Server] += r.serverBoost * h.Evidence
-	}
-	return out
+	return lifts
 }
 
 // directConfidence is the confidence from which a tool is a direct match of
 // its list: a lifted tool never passes a direct match ranked above it.
 const directConfidence = 0.1
 
-// liftServers moves each tool's score towards a target by its server's lift:
+// liftServers moves each tool's score towards a target by its server's lift
+// (lifts, by position; nil lifts nothing):
 // score + (target − score) × min(lift, maxLift). The target is the list's
 // best score for a direct match (confidence at least directConfidence), and
 // for any other tool the lowest score of the direct matches ranked above
 // it, so a tool that is not a direct match on its own evidence never passes
 // one. Destructive tools are not lifted. fused must carry confidences and
 // entries; it is not modified, and the result is re-sorted.
-func liftServers(fused []Fused, lift map[string]float64) []Fused {
-	if len(lift) == 0 || len(fused) == 0 {
+func liftServers(fused []Fused, lifts []float64) []Fused {
+	if len(lifts) == 0 || len(fused) == 0 {
 		return fused
 	}
 	out := make([]Fused, len(fused))
@@ -142,8 +155,8 @@ func liftServers(fused []Fused, lift map[string]float64) []Fused {
 		if f.Confidence >= directConfidence {
 			target = fused[0].Score
 		}
-		if e := f.e; !isDestructive(&e.card) {
-			if l := min(lift[e.card.Server], maxLift); l > 0 && f.Score < target {
+		if !f.e.destructive {
+			if l := min(lifts[i], maxLift); l > 0 && f.Score < target {
 				f.Score += (target - f.Score) * l
 			}
 		}

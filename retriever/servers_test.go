@@ -19,6 +19,7 @@ func TestLiftServers(t *testing.T) {
 		e := &entry{id: DocID(k), card: cards.Card{Tenant: k.Tenant, Server: k.Server, Name: k.Name}}
 		if k.Name == "delete_map" {
 			e.card.Annotations.Destructive = &yes
+			e.destructive = true
 		}
 		cands[e.id] = e
 	}
@@ -65,9 +66,16 @@ func TestLiftServers(t *testing.T) {
 			[]string{"maps/geocode", "web/search", "maps/route", "web/fetch", "maps/delete_map"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := liftServers(in, tc.lift)
+			// The lift of each tool is its server's.
+			var lifts []float64
+			if tc.lift != nil {
+				for _, f := range in {
+					lifts = append(lifts, tc.lift[f.e.card.Server])
+				}
+			}
+			got := liftServers(in, lifts)
 			if tc.direct {
-				got = liftServers(direct, tc.lift)
+				got = liftServers(direct, lifts)
 			}
 			if o := order(got); !slices.Equal(o, tc.want) {
 				t.Errorf("order %v, want %v", o, tc.want)

@@ -172,6 +172,23 @@ func TestAuditTrail(t *testing.T) {
 	if _, err := e.cat.PutCards(bearerCtx(t, catalogToken), cardsReq(bad)); err == nil {
 		t.Fatal("an empty summary was accepted")
 	}
+	// Server entries: created, updated, deleted, and a failed batch.
+	putServer := func(title string) error {
+		_, err := e.cat.PutServers(bearerCtx(t, catalogToken), &pb.PutServersRequest{Servers: []*pb.ServerInfo{
+			{Tenant: "acme", Name: "audited_srv", Title: title, Description: "A secret-looking description."}}})
+		return err
+	}
+	for _, title := range []string{"Audited", "Audited, renamed"} {
+		if err := putServer(title); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.cat.DeleteServer(bearerCtx(t, catalogToken), &pb.DeleteServerRequest{Tenant: "acme", Name: "audited_srv"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cat.PutServers(bearerCtx(t, catalogToken), &pb.PutServersRequest{Servers: []*pb.ServerInfo{{Tenant: "acme", Name: "bad name!"}}}); err == nil {
+		t.Fatal("a server name with a space was accepted")
+	}
 	sc := supportCaller()
 	for _, name := range []string{"get_order", "issue_refund"} {
 		if _, err := e.disc.AuthorizeCall(bearerCtx(t, discoverToken), &pb.AuthorizeCallRequest{Caller: sc, Name: name, ArgumentsJson: `{"order_id":"ORD-1"}`}); err != nil {
@@ -185,26 +202,30 @@ func TestAuditTrail(t *testing.T) {
 
 	got := readTrail(t, e.trail)[start:]
 	type row struct {
-		Type, Method, Principal, Name, Outcome string
-		Before, After, Card                    int64
+		Type, Method, Principal, Server, Name, Outcome string
+		Before, After, Card                            int64
 	}
 	var rows []row
 	for _, x := range got {
-		rows = append(rows, row{x.Type, x.Method, x.Principal, x.Name, x.Outcome, x.BeforeVersion, x.AfterVersion, x.CardVersion})
+		rows = append(rows, row{x.Type, x.Method, x.Principal, x.Server, x.Name, x.Outcome, x.BeforeVersion, x.AfterVersion, x.CardVersion})
 		if x.Time.IsZero() {
 			t.Errorf("entry without a time: %+v", x)
 		}
 	}
 	want := []row{
-		{"catalog_write", "PutCards", "platform-ci", "audited", "created", 0, 1, 0},
-		{"catalog_write", "PutCards", "platform-ci", "audited", "unchanged", 1, 1, 0},
-		{"catalog_write", "PutCards", "platform-ci", "audited", "updated", 1, 2, 0},
-		{"catalog_write", "DeleteCard", "platform-ci", "audited", "deleted", 2, 0, 0},
-		{"catalog_write", "PutCards", "platform-ci", "", "failed", 0, 0, 0},
-		{"authorize", "AuthorizeCall", "orchestrator", "get_order", "allow", 0, 0, 1},
-		{"authorize", "AuthorizeCall", "orchestrator", "issue_refund", "deny_unknown_tool", 0, 0, 0},
-		{"authentication", "ListCards", "", "", "refused", 0, 0, 0},
-		{"authentication", "ListCards", "orchestrator", "", "refused", 0, 0, 0},
+		{"catalog_write", "PutCards", "platform-ci", "tools", "audited", "created", 0, 1, 0},
+		{"catalog_write", "PutCards", "platform-ci", "tools", "audited", "unchanged", 1, 1, 0},
+		{"catalog_write", "PutCards", "platform-ci", "tools", "audited", "updated", 1, 2, 0},
+		{"catalog_write", "DeleteCard", "platform-ci", "tools", "audited", "deleted", 2, 0, 0},
+		{"catalog_write", "PutCards", "platform-ci", "", "", "failed", 0, 0, 0},
+		{"catalog_write", "PutServers", "platform-ci", "audited_srv", "", "created", 0, 1, 0},
+		{"catalog_write", "PutServers", "platform-ci", "audited_srv", "", "updated", 1, 2, 0},
+		{"catalog_write", "DeleteServer", "platform-ci", "audited_srv", "", "deleted", 2, 0, 0},
+		{"catalog_write", "PutServers", "platform-ci", "", "", "failed", 0, 0, 0},
+		{"authorize", "AuthorizeCall", "orchestrator", "orders", "get_order", "allow", 0, 0, 1},
+		{"authorize", "AuthorizeCall", "orchestrator", "", "issue_refund", "deny_unknown_tool", 0, 0, 0},
+		{"authentication", "ListCards", "", "", "", "refused", 0, 0, 0},
+		{"authentication", "ListCards", "orchestrator", "", "", "refused", 0, 0, 0},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("trail:\n got %+v\nwant %+v", rows, want)
@@ -214,10 +235,10 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("trail entry %d: got %+v, want %+v", i, rows[i], want[i])
 		}
 	}
-	if got[5].SubjectHash == "" || strings.Contains(got[5].SubjectHash, "agent-7") {
-		t.Errorf("authorize entry's subject: %q, want a keyed hash", got[5].SubjectHash)
+	if got[9].SubjectHash == "" || strings.Contains(got[9].SubjectHash, "agent-7") {
+		t.Errorf("authorize entry's subject: %q, want a keyed hash", got[9].SubjectHash)
 	}
-	if got[7].Peer == "" {
+	if got[11].Peer == "" {
 		t.Error("a refused credential without the peer's address")
 	}
 	raw, _ := os.ReadFile(e.trail)

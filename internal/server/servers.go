@@ -7,6 +7,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/apiconv"
+	"github.com/seed0cff8200/cardex/internal/audittrail"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -27,9 +28,25 @@ func (s *catalog) PutServers(ctx context.Context, req *pb.PutServersRequest) (*p
 	}
 	res, err := s.store.PutServers(ctx, in)
 	if err != nil {
-		return nil, toStatus(s.log, "PutServers", err)
+		err = toStatus(s.log, "PutServers", err)
+		s.audit(ctx, audittrail.Entry{Method: "PutServers", Outcome: "failed",
+			Detail: fmt.Sprintf("%d server entries, nothing written: %v", n, err)})
+		return nil, err
 	}
 	s.refresh(ctx)
+	entries := make([]audittrail.Entry, len(res))
+	for i, r := range res {
+		before := r.Version - 1 // an update is the next version
+		switch r.Outcome {
+		case cards.Created:
+			before = 0
+		case cards.Unchanged:
+			before = r.Version
+		}
+		entries[i] = audittrail.Entry{Method: "PutServers", Tenant: r.Key.Tenant, Server: r.Key.Server,
+			Outcome: string(r.Outcome), BeforeVersion: before, AfterVersion: r.Version}
+	}
+	s.audit(ctx, entries...)
 	out := &pb.PutServersResponse{}
 	for _, r := range res {
 		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Version: r.Version, Outcome: string(r.Outcome)})
@@ -87,9 +104,22 @@ func (s *catalog) DeleteServer(ctx context.Context, req *pb.DeleteServerRequest)
 	if req.GetExpectedVersion() < 0 {
 		return nil, toStatus(s.log, "DeleteServer", cards.Invalid("expected_version", "must be 0 (no check) or the current version"))
 	}
-	if err := s.store.DeleteServer(ctx, req.GetTenant(), req.GetName(), req.GetExpectedVersion()); err != nil {
-		return nil, toStatus(s.log, "DeleteServer", err)
+	// The version deleted, for the audit trail (as DeleteCard).
+	before := req.GetExpectedVersion()
+	if before == 0 {
+		if si, err := s.store.GetServer(ctx, req.GetTenant(), req.GetName()); err == nil {
+			before = si.Version
+		}
 	}
+	entry := audittrail.Entry{Method: "DeleteServer", Tenant: req.GetTenant(), Server: req.GetName(), BeforeVersion: before}
+	if err := s.store.DeleteServer(ctx, req.GetTenant(), req.GetName(), req.GetExpectedVersion()); err != nil {
+		err = toStatus(s.log, "DeleteServer", err)
+		entry.Outcome, entry.Detail = "failed", err.Error()
+		s.audit(ctx, entry)
+		return nil, err
+	}
+	entry.Outcome = "deleted"
+	s.audit(ctx, entry)
 	s.refresh(ctx)
 	return &pb.DeleteServerResponse{}, nil
 }
