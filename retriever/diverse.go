@@ -93,7 +93,7 @@ func nearDuplicates(a, b *entry) bool {
 // order). It returns the shortened list, in fused's array (the pipeline's
 // own list, which it no longer needs), and the alternatives by ID.
 func collapseList(fused []Fused, alts map[string][]string) []Fused {
-	out := fused[:0] // written behind the reading position
+	out := fused[:0]                // written behind the reading position
 	var kept map[*dupGroup][]*entry // dup group → its kept entries
 	for _, f := range fused {
 		if e := f.e; e.group != nil && e.group.n > 1 {
