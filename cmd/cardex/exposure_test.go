@@ -218,6 +218,13 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 		t.Fatalf("did not start:\n%s", s.log())
 	}
 	tlsFlags := []string{"--tls-ca", p.CA}
+	// Health checks need no token, but TLS like every client.
+	if out, code := run(t, bin, s.dial, append([]string{"health"}, tlsFlags...)...); code != 0 || out != "SERVING\n" {
+		t.Errorf("health over TLS: exit %d, %q", code, out)
+	}
+	if _, code := run(t, bin, s.dial, "health", "--timeout", "1s"); code == 0 {
+		t.Error("a plaintext health check was answered")
+	}
 	out, code := run(t, bin, s.dial, append([]string{"cards", "apply", "-f", "../../examples/", "--token", admin}, tlsFlags...)...)
 	if code != 0 || !strings.Contains(out, "58 created") {
 		t.Fatalf("apply with the admin token over TLS: exit %d\n%s", code, out)
@@ -237,7 +244,8 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 		t.Error("the bound token widened to scopes *")
 	}
 	trail, err := os.ReadFile(filepath.Join(data, "audit-trail.jsonl"))
-	if err != nil || strings.Count(string(trail), `"type":"catalog_write"`) != 58 || !strings.Contains(string(trail), `"principal":"ops"`) {
+	if err != nil || strings.Count(string(trail), `"type":"catalog_write","method":"PutCards"`) != 58 ||
+		!strings.Contains(string(trail), `"method":"PutServers"`) || !strings.Contains(string(trail), `"principal":"ops"`) {
 		t.Errorf("audit trail: %v\n%.2000s", err, trail)
 	}
 }
