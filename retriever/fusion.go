@@ -169,21 +169,35 @@ func sortFused(out []Fused) {
 	if len(out) < 2 {
 		return
 	}
+	// Sort (score, position) pairs, which sit together in memory, rather
+	// than positions whose comparisons reach into the large elements; the
+	// ID breaks ties.
+	type key struct {
+		score float64
+		i     int32
+	}
+	var kbuf [2 * LegDepth]key
+	keys := kbuf[:0]
+	if len(out) > len(kbuf) {
+		keys = make([]key, 0, len(out))
+	}
+	for i := range out {
+		keys = append(keys, key{out[i].Score, int32(i)})
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(out[a.i].ID, out[b.i].ID)
+	})
 	var buf [2 * LegDepth]int32
 	idx := buf[:0]
 	if len(out) > len(buf) {
 		idx = make([]int32, 0, len(out))
 	}
-	for i := range out {
-		idx = append(idx, int32(i))
+	for _, k := range keys {
+		idx = append(idx, k.i)
 	}
-	slices.SortFunc(idx, func(i, j int32) int {
-		a, b := &out[i], &out[j]
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
 	// Apply the permutation (position k takes element idx[k]) cycle by
 	// cycle; a done position is marked by a negative index.
 	for start := range idx {
