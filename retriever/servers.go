@@ -141,19 +141,18 @@ const directConfidence = 0.1
 // for any other tool the lowest score of the direct matches ranked above
 // it, so a tool that is not a direct match on its own evidence never passes
 // one. Destructive tools are not lifted. fused must carry confidences and
-// entries; it is not modified, and the result is re-sorted.
+// entries; it is lifted and re-sorted in place (the pipeline's own list).
 func liftServers(fused []Fused, lifts []float64) []Fused {
 	if len(lifts) == 0 || len(fused) == 0 {
 		return fused
 	}
-	out := make([]Fused, len(fused))
-	copy(out, fused)
-	floor := fused[0].Score // the lowest score of a direct match so far
+	out, best := fused, fused[0].Score
+	floor := best // the lowest score of a direct match so far
 	for i := range out {
 		f := &out[i]
 		target := floor
 		if f.Confidence >= directConfidence {
-			target = fused[0].Score
+			target = best
 		}
 		if !f.e.destructive {
 			if l := min(lifts[i], maxLift); l > 0 && f.Score < target {

@@ -73,9 +73,9 @@ func TestLiftServers(t *testing.T) {
 					lifts = append(lifts, tc.lift[f.e.card.Server])
 				}
 			}
-			got := liftServers(in, lifts)
+			got := liftServers(slices.Clone(in), lifts)
 			if tc.direct {
-				got = liftServers(direct, lifts)
+				got = liftServers(slices.Clone(direct), lifts)
 			}
 			if o := order(got); !slices.Equal(o, tc.want) {
 				t.Errorf("order %v, want %v", o, tc.want)
@@ -86,7 +86,7 @@ func TestLiftServers(t *testing.T) {
 				}
 			}
 			if !reflect.DeepEqual(in, orig) || direct[1].Score != orig[1].Score {
-				t.Error("input modified")
+				t.Error("the test's lists changed")
 			}
 		})
 	}
