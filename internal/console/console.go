@@ -128,12 +128,15 @@ func New(cfg Config) (*Console, error) {
 }
 
 // ServeHTTP answers every request under Path, with the console's security
-// headers.
+// headers. The referrer policy is same-origin, not no-referrer: under
+// no-referrer a browser sends "Origin: null" with a form's POST, and the
+// CSRF check (which compares the Origin with the host) would refuse every
+// form, the sign-in first.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	c.mux.ServeHTTP(w, r)
 }
