@@ -68,7 +68,12 @@ func lineChart(title, xLabel, yLabel string, xs []float64, ss []series, yMax flo
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="grid"/>`, left, py(y), left+pw, py(y))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="end">%.2f</text>`, left-6, py(y)+4, y)
 	}
+	lastTick := math.Inf(-1)
 	for _, x := range xs {
+		if px(x)-lastTick < 28 { // a label would overlap the last one (the circles' titles still name every x)
+			continue
+		}
+		lastTick = px(x)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, px(x), top+ph+16, esc(trimFloat(x)))
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="axis" text-anchor="middle">%s</text>`, left+pw/2, h-6, esc(xLabel))

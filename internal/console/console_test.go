@@ -131,7 +131,7 @@ func TestConsoleCatalogue(t *testing.T) {
 			if count := u.text("#card-count"); !strings.HasPrefix(count, fmt.Sprintf("%d of ", len(want))) {
 				t.Errorf("count line %q, want %d of …", count, len(want))
 			}
-			if tc.name == "first tenant" {
+			if tc.name == "one server" {
 				u.shot("catalog")
 			}
 		})
@@ -259,12 +259,14 @@ type playRow struct {
 	Fields     string `json:"fields"`
 	Why        string `json:"why"`
 	Pinned     bool   `json:"pinned"`
+	Alts       string `json:"alts"`
 }
 
 const readShortlist = `[...document.querySelectorAll("#shortlist tbody tr")].map(r => {
 	const t = c => r.querySelector(c).textContent.trim();
 	return {tool: r.dataset.tool, lexical: t(".lexical"), semantic: t(".semantic"), fused: t(".fused"), confidence: t(".confidence"),
-		tokens: t(".tokens"), fields: t(".fields"), why: t(".why"), pinned: !!r.querySelector(".pin")};
+		tokens: t(".tokens"), fields: t(".fields"), why: t(".why"), pinned: !!r.querySelector(".pin"),
+		alts: (r.querySelector(".alts") || {textContent: ""}).textContent.trim()};
 })`
 
 // shown is how the playground shows a tool of a DiscoverTools answer.
@@ -276,10 +278,19 @@ func shown(d *pb.DiscoveredTool) playRow {
 		}
 		return s
 	}
+	var alts string
+	for i, a := range d.Alternatives {
+		if i == 0 {
+			alts = "alternatives: "
+		} else {
+			alts += ", "
+		}
+		alts += a.Server + "/" + a.Name
+	}
 	return playRow{Tool: ref(d.Card), Lexical: rank(d.Scores.GetLexical(), d.Scores.GetLexicalRank()),
 		Semantic: rank(d.Scores.GetSemantic(), d.Scores.GetSemanticRank()), Fused: fmt.Sprintf("%.4f", d.Scores.GetFused()),
 		Confidence: fmt.Sprintf("%.2f", d.Confidence), Tokens: strconv.Itoa(int(d.Tokens)), Fields: strings.Join(d.MatchedFields, ", "),
-		Why: d.Reason, Pinned: d.Pinned}
+		Why: d.Reason, Pinned: d.Pinned, Alts: alts}
 }
 
 func TestConsolePlayground(t *testing.T) {
