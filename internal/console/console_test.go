@@ -215,6 +215,13 @@ func TestConsoleCatalogue(t *testing.T) {
 		if got, want := u.text("#notice"), fmt.Sprintf("alias updated, version %d", after.Version); got != want {
 			t.Errorf("notice %q, want %q", got, want)
 		}
+		trail, err := os.ReadFile(h.trail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(trail), `"principal":"platform-ci"`) || !strings.Contains(string(trail), `"detail":"console: alias"`) {
+			t.Errorf("the audit trail does not record the console's write by platform-ci:\n%s", trail)
+		}
 
 		// A page loaded before someone else's change may not overwrite it.
 		c := after
@@ -352,6 +359,11 @@ func TestConsolePlayground(t *testing.T) {
 		form:   map[string]string{"p-query": refund, "p-scopes": "billing:admin"},
 		req:    &pb.DiscoverToolsRequest{Caller: &pb.Caller{Tenant: "acme", Subject: "support-bot", Scopes: []string{"billing:admin"}}, Query: refund, TopK: 5},
 		absent: []string{"billing/issue_refund"}, code: codes.PermissionDenied,
+	}, {
+		name: "another tenant than the bound one", token: supportToken,
+		form:   map[string]string{"p-query": "refund a trade account's invoice", "p-tenant": "globex"},
+		req:    &pb.DiscoverToolsRequest{Caller: &pb.Caller{Tenant: "globex", Subject: "support-bot", Scopes: supportScopes}, Query: "refund a trade account's invoice", TopK: 5},
+		absent: []string{"billing/issue_refund", "Globex"}, code: codes.PermissionDenied,
 	}, {
 		name: "top_k over the limit", token: discoverToken,
 		link: url.Values{"query": {refund}, "tenant": {"acme"}, "scopes": {"*"}, "top_k": {"51"}}.Encode(),

@@ -19,8 +19,9 @@ import (
 // Secure when the listener speaks TLS.
 const (
 	// tokenCookie holds the bearer credential the user signed in with; it
-	// is authenticated again at every request, so a token removed from the
-	// token file or the service_tokens table stops working at once.
+	// is authenticated again at every request, like a gRPC call, so a
+	// token the server stops accepting (deleted from service_tokens, a
+	// restart with another token file) ends the session.
 	tokenCookie = "cardex_console_token"
 	// csrfCookie holds a random value that every form repeats.
 	csrfCookie = "cardex_console_csrf"
