@@ -19,6 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/feedback"
@@ -455,6 +457,18 @@ func TestConsolePlayground(t *testing.T) {
 			}
 			if strings.Contains(page, tc.token) {
 				t.Error("the page shows the credential")
+			}
+			// The grpcurl command's request is the one compared above.
+			from, to := strings.Index(cmd, " -d '"), strings.LastIndex(cmd, "' "+h.grpcAddr)
+			if from < 0 || to < from {
+				t.Fatalf("no -d '...' in %s", cmd)
+			}
+			var cmdReq pb.DiscoverToolsRequest
+			if err := protojson.Unmarshal([]byte(strings.ReplaceAll(cmd[from+5:to], `'\''`, `'`)), &cmdReq); err != nil {
+				t.Fatalf("the grpcurl request: %v", err)
+			}
+			if !proto.Equal(&cmdReq, tc.req) {
+				t.Errorf("the grpcurl command sends\n%v\nthe test asked DiscoverTools\n%v", &cmdReq, tc.req)
 			}
 			if tc.shot != "" {
 				u.shot(tc.shot)
