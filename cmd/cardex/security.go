@@ -109,8 +109,9 @@ func (s *securityFlags) build(ctx context.Context, log *slog.Logger, catalogToke
 // check decides whether the listeners may be where they are: a service
 // that takes calls without a credential (no token of its role, no JWT, no
 // client certificates) may listen on loopback only, unless --insecure. It
-// returns the warnings to log and to put into health checks.
-func (s *security) check(grpcAddr net.Addr, httpAddr string, anonymousAgents, insecure bool, log *slog.Logger) ([]string, error) {
+// returns the warnings to log and to put into health checks. The web
+// console on the HTTP listener (webConsole) opens what the services open.
+func (s *security) check(grpcAddr net.Addr, httpAddr string, anonymousAgents, webConsole, insecure bool, log *slog.Logger) ([]string, error) {
 	var open []string
 	if !s.mtls {
 		if s.auth.Open(auth.RoleDiscover) {
@@ -148,6 +149,13 @@ func (s *security) check(grpcAddr net.Addr, httpAddr string, anonymousAgents, in
 		var openHTTP []string
 		if anonymousAgents && !s.mtls {
 			openHTTP = []string{"/mcp (anonymous agent access)"}
+		}
+		if webConsole && !s.mtls {
+			for _, svc := range open {
+				if strings.HasSuffix(svc, "Service") {
+					openHTTP = append(openHTTP, "/console/ (as "+svc+")")
+				}
+			}
 		}
 		if err := exposed("HTTP", httpAddr, openHTTP); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/agents"
 	"github.com/seed0cff8200/cardex/internal/audittrail"
 	"github.com/seed0cff8200/cardex/internal/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/console"
 	"github.com/seed0cff8200/cardex/internal/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/feedback"
 	"github.com/seed0cff8200/cardex/internal/metrics"
@@ -32,7 +34,8 @@ func serveCmd() *cobra.Command {
 		grace, syncEvery                               time.Duration
 	)
 	var httpListen, agentTokens, upstreamsFile string
-	var mcpStateless bool
+	var mcpStateless, consoleOn bool
+	var consoleEvalDir string
 	var logFormat string
 	var metricsTenants int
 	var ef embedderFlags // --embedder and --embed-*, shared with reindex
@@ -124,9 +127,21 @@ func serveCmd() *cobra.Command {
 			}
 			defer fb.Close()
 
+			trail, err := audittrail.Open(filepath.Join(dataDir, "audit-trail.jsonl"), key)
+			if err != nil {
+				return fmt.Errorf("audit trail: %w", err)
+			}
+			defer trail.Close()
+			var web http.Handler
+			if consoleOn && httpListen != "" {
+				if web, err = console.New(console.Config{Store: store, Retriever: ret, Auth: secu.auth, Limiter: secu.limiter, Trail: trail,
+					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Logger: log}); err != nil {
+					return err
+				}
+			}
 			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
 				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless,
-				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter, Metrics: met.Handler()})
+				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter, Metrics: met.Handler(), Console: web})
 			if err != nil {
 				return err
 			}
@@ -137,17 +152,11 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			_, anonymous := agentSurfaces.Tokens().Anonymous()
-			warnings, err := secu.check(lis.Addr(), agentSurfaces.Addr(), anonymous, sec.insecure, log)
+			warnings, err := secu.check(lis.Addr(), agentSurfaces.Addr(), anonymous, web != nil, sec.insecure, log)
 			if err != nil {
 				lis.Close()
 				return err
 			}
-			trail, err := audittrail.Open(filepath.Join(dataDir, "audit-trail.jsonl"), key)
-			if err != nil {
-				lis.Close()
-				return fmt.Errorf("audit trail: %w", err)
-			}
-			defer trail.Close()
 			// In postgres mode, State keeps health NOT_SERVING until the schema is current.
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
 				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
@@ -159,7 +168,7 @@ func serveCmd() *cobra.Command {
 			go met.FollowCatalog(ctx, ret, store, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
 				"cards", ret.Len(), "query_log", string(mode), "catalog_token", token != "", "service_tokens", secu.auth.Tokens.Len(),
-				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls, "version", buildinfo.Version())
+				"jwt", secu.auth.JWT != nil, "tls", secu.tls != nil, "mtls", secu.mtls, "console", web != nil, "version", buildinfo.Version())
 
 			select {
 			case err := <-errc:
@@ -203,6 +212,8 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&agentTokens, "agent-tokens", os.Getenv("CARDEX_AGENT_TOKENS"), "token file mapping agents' bearer tokens to tenant, subject and scopes, for /mcp and ExecutionService (env CARDEX_AGENT_TOKENS)")
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
 	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")
+	f.BoolVar(&consoleOn, "console", os.Getenv("CARDEX_CONSOLE") != "false", "serve the web console at /console/ on the HTTP listener (env CARDEX_CONSOLE=false: off)")
+	f.StringVar(&consoleEvalDir, "console-eval-dir", os.Getenv("CARDEX_CONSOLE_EVAL_DIR"), "directory of cardex eval report files (*.json) the console's evaluation page lists (env CARDEX_CONSOLE_EVAL_DIR)")
 	ef.register(cmd)
 	sf.register(cmd)
 	sec.register(cmd)

@@ -59,6 +59,8 @@ type Config struct {
 	TLS *tls.Config
 	// Limiter rate-limits /mcp per agent (429 with Retry-After).
 	Limiter *ratelimit.Limiter
+	// Console, when set, is the web console, served under /console/.
+	Console http.Handler
 }
 
 // Surfaces are the running agent surfaces.
@@ -131,6 +133,9 @@ func Open(cfg Config) (*Surfaces, error) {
 		}
 		if cfg.Metrics != nil {
 			mux.Handle("/metrics", cfg.Metrics)
+		}
+		if cfg.Console != nil {
+			mux.Handle("/console/", cfg.Console)
 		}
 		if cfg.TokenFile != "" {
 			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})

@@ -46,6 +46,10 @@ type Options struct {
 	Similarity float64
 	// MaxSuggestions bounds alias suggestions per card (default 5).
 	MaxSuggestions int
+	// Card, when set, asks for the findings about that card alone: its
+	// look-alikes among the others (only its pairs are compared), and its
+	// own findings.
+	Card *cards.Key
 }
 
 // DefaultSimilarity suits the built-in hashed embedder (see README "cards lint").
@@ -70,6 +74,13 @@ func Run(ctx context.Context, cs []cards.Card, events []feedback.Event, emb embe
 	})
 	var out []Finding
 
+	if o.Card != nil {
+		// Only the card's tenant can hold its look-alikes.
+		active = slices.DeleteFunc(active, func(c cards.Card) bool { return c.Tenant != o.Card.Tenant })
+		if !slices.ContainsFunc(active, func(c cards.Card) bool { return c.Key() == *o.Card }) {
+			return nil, nil
+		}
+	}
 	texts := make([]string, len(active))
 	for i := range active {
 		texts[i] = retriever.EmbeddingText(&active[i])
@@ -78,10 +89,11 @@ func Run(ctx context.Context, cs []cards.Card, events []feedback.Event, emb embe
 	if err != nil {
 		return nil, fmt.Errorf("embed cards: %w", err)
 	}
+	focus := func(c *cards.Card) bool { return o.Card == nil || c.Key() == *o.Card }
 	for i := range active {
 		for j := i + 1; j < len(active); j++ {
 			a, b := &active[i], &active[j]
-			if a.Tenant != b.Tenant || (a.WhenNotToUse != "" && b.WhenNotToUse != "") {
+			if a.Tenant != b.Tenant || (a.WhenNotToUse != "" && b.WhenNotToUse != "") || !(focus(a) || focus(b)) {
 				continue
 			}
 			sim := dot(vecs[i], vecs[j])
@@ -101,18 +113,26 @@ func Run(ctx context.Context, cs []cards.Card, events []feedback.Event, emb embe
 		}
 	}
 	for i := range active {
-		if len(active[i].Aliases) == 0 {
+		if len(active[i].Aliases) == 0 && focus(&active[i]) {
 			out = append(out, Finding{Kind: KindNoAliases, Card: active[i].Key(),
 				Message: fmt.Sprintf("%s/%s has no aliases: add the phrasings users say for it", active[i].Server, active[i].Name)})
 		}
 	}
 	out = append(out, uncommented(active)...)
-	out = append(out, missed(active, events, o.MaxSuggestions)...)
+	out = append(out, Missed(active, events, o.MaxSuggestions)...)
+	if o.Card != nil {
+		out = slices.DeleteFunc(out, func(f Finding) bool {
+			return f.Card != *o.Card && (f.Other == nil || *f.Other != *o.Card)
+		})
+	}
 	return out, nil
 }
 
-// missed turns recorded misses into findings with alias suggestions.
-func missed(active []cards.Card, events []feedback.Event, maxSuggestions int) []Finding {
+// Missed turns recorded misses into findings with alias suggestions: one
+// per active card that misses point to (most missed first), suggesting up
+// to maxSuggestions of the missed queries (kept raw, sanitised, at most an
+// alias long, not yet an alias of the card).
+func Missed(active []cards.Card, events []feedback.Event, maxSuggestions int) []Finding {
 	byKey := map[cards.Key]*cards.Card{}
 	for i := range active {
 		byKey[active[i].Key()] = &active[i]
