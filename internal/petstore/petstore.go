@@ -48,11 +48,11 @@ type Request struct {
 
 // Misbehaviours, chosen by argument values.
 const (
-	SlowOrderQuantity = 999   // placeOrder with this quantity answers after Slow
-	DropOrderQuantity = 666   // placeOrder with this quantity: the connection is closed, no answer
-	SlowOrderID       = 999   // getOrderById of this id answers after Slow
-	FailingPetID      = 500   // getPetById of this id answers 500
-	BigUser           = "big" // getUserByName of this user answers BigBytes of JSON
+	SlowOrderQuantity = 7391957 // placeOrder with this quantity answers after Slow
+	DropOrderQuantity = 6161637 // placeOrder with this quantity: the connection is closed, no answer
+	SlowOrderID       = 7391957 // getOrderById of this id answers after Slow
+	FailingPetID      = 500     // getPetById of this id answers 500
+	BigUser           = "big"   // getUserByName of this user answers BigBytes of JSON
 	BigBytes          = 2 << 20
 	PageSize          = 2 // findPetsByStatus pages
 )
