@@ -122,20 +122,39 @@ func explain(addr, tokenHint string, err error) error {
 	return err
 }
 
-// callerFlags identify the caller of discovery commands.
+// callerFlags identify the caller of discovery commands. With a token, the
+// tenant may be left out (a bound token names it; the server says when the
+// token does not), and the subject is the binding's unless given.
 type callerFlags struct {
 	tenant, subject, scopes string
+	cmd                     *cobra.Command
 }
 
 func (f *callerFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "caller tenant (env CARDEX_TENANT)")
+	f.cmd = cmd
+	cmd.Flags().StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "caller tenant (env CARDEX_TENANT); with a token bound to a caller, the binding's when left out")
 	cmd.Flags().StringVar(&f.scopes, "scopes", os.Getenv("CARDEX_SCOPES"), "caller scopes, comma-separated, e.g. support:read,billing:* (env CARDEX_SCOPES)")
-	cmd.Flags().StringVar(&f.subject, "subject", envOr("CARDEX_SUBJECT", "cli"), "caller subject (hashed in the discovery log)")
-	addCheck(cmd, func() error { return requireTenant(f.tenant) })
+	cmd.Flags().StringVar(&f.subject, "subject", envOr("CARDEX_SUBJECT", "cli"), "caller subject (hashed in the discovery log); with a token and no --subject, the binding's or none")
+	addCheck(cmd, func() error {
+		if f.tenant == "" && f.withToken() {
+			return nil
+		}
+		return requireTenant(f.tenant)
+	})
+}
+
+// withToken says whether the command sends a token.
+func (f *callerFlags) withToken() bool {
+	fl := f.cmd.Flags().Lookup("token")
+	return fl != nil && fl.Value.String() != ""
 }
 
 func (f *callerFlags) caller() *pb.Caller {
-	return &pb.Caller{Tenant: f.tenant, Subject: f.subject, Scopes: splitList(f.scopes)}
+	subject := f.subject
+	if f.withToken() && os.Getenv("CARDEX_SUBJECT") == "" && !f.cmd.Flags().Changed("subject") {
+		subject = "" // the default "cli" would contradict a bound subject
+	}
+	return &pb.Caller{Tenant: f.tenant, Subject: subject, Scopes: splitList(f.scopes)}
 }
 
 // requireTenant is the check of every command that needs --tenant.

@@ -243,6 +243,15 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 	if _, code := run(t, bin, s.dial, append([]string{"discover", "refund", "--token", discover, "--tenant", "acme", "--scopes", "*"}, tlsFlags...)...); code == 0 {
 		t.Error("the bound token widened to scopes *")
 	}
+	// A bound token names the tenant: --tenant may be left out.
+	out, code = run(t, bin, s.dial, append([]string{"discover", "refund the customer", "--token", discover, "-o", "json"}, tlsFlags...)...)
+	if code != 0 || !strings.Contains(out, `"candidate_count"`) {
+		t.Fatalf("discover with the bound token and no --tenant: exit %d\n%s", code, out)
+	}
+	// An unbound one does not: the server says what is missing.
+	if _, stderr, code := runErr(t, bin, s.dial, append([]string{"discover", "refund", "--token", admin}, tlsFlags...)...); code == 0 || !strings.Contains(stderr, "caller.tenant") {
+		t.Errorf("discover with an unbound token and no --tenant: exit %d, %q", code, stderr)
+	}
 	trail, err := os.ReadFile(filepath.Join(data, "audit-trail.jsonl"))
 	if err != nil || strings.Count(string(trail), `"type":"catalog_write","method":"PutCards"`) != 58 ||
 		!strings.Contains(string(trail), `"method":"PutServers"`) || !strings.Contains(string(trail), `"principal":"ops"`) {
