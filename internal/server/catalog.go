@@ -53,19 +53,7 @@ func (s *catalog) PutCards(ctx context.Context, req *pb.PutCardsRequest) (*pb.Pu
 		return nil, err
 	}
 	s.refresh(ctx)
-	entries := make([]audittrail.Entry, len(res))
-	for i, r := range res {
-		before := r.Version - 1 // an update is the next version
-		switch r.Outcome {
-		case cards.Created:
-			before = 0
-		case cards.Unchanged:
-			before = r.Version
-		}
-		entries[i] = audittrail.Entry{Method: "PutCards", Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name,
-			Outcome: string(r.Outcome), BeforeVersion: before, AfterVersion: r.Version}
-	}
-	s.audit(ctx, entries...)
+	s.audit(ctx, writeEntries("PutCards", res)...)
 	out := &pb.PutCardsResponse{}
 	for _, r := range res {
 		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name, Version: r.Version, Outcome: string(r.Outcome)})
@@ -154,6 +142,24 @@ func (s *catalog) DeleteCard(ctx context.Context, req *pb.DeleteCardRequest) (*p
 	s.audit(ctx, entry)
 	s.refresh(ctx)
 	return &pb.DeleteCardResponse{}, nil
+}
+
+// writeEntries are the audit entries of a batch written by method, with
+// each one's version before and after.
+func writeEntries(method string, res []cards.PutResult) []audittrail.Entry {
+	entries := make([]audittrail.Entry, len(res))
+	for i, r := range res {
+		before := r.Version - 1 // an update is the next version
+		switch r.Outcome {
+		case cards.Created:
+			before = 0
+		case cards.Unchanged:
+			before = r.Version
+		}
+		entries[i] = audittrail.Entry{Method: method, Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name,
+			Outcome: string(r.Outcome), BeforeVersion: before, AfterVersion: r.Version}
+	}
+	return entries
 }
 
 // audit appends catalogue writes to the trail with the call's principal.

@@ -34,19 +34,7 @@ func (s *catalog) PutServers(ctx context.Context, req *pb.PutServersRequest) (*p
 		return nil, err
 	}
 	s.refresh(ctx)
-	entries := make([]audittrail.Entry, len(res))
-	for i, r := range res {
-		before := r.Version - 1 // an update is the next version
-		switch r.Outcome {
-		case cards.Created:
-			before = 0
-		case cards.Unchanged:
-			before = r.Version
-		}
-		entries[i] = audittrail.Entry{Method: "PutServers", Tenant: r.Key.Tenant, Server: r.Key.Server,
-			Outcome: string(r.Outcome), BeforeVersion: before, AfterVersion: r.Version}
-	}
-	s.audit(ctx, entries...)
+	s.audit(ctx, writeEntries("PutServers", res)...)
 	out := &pb.PutServersResponse{}
 	for _, r := range res {
 		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Version: r.Version, Outcome: string(r.Outcome)})
