@@ -82,6 +82,8 @@ type Retriever struct {
 	dupGroups map[string]*dupGroup   // tenant + dup key → its entries' count
 	slots     map[string]*serverSlot // tenant + server → its entries' count
 
+	fuseBufs sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
+
 	candMu sync.Mutex // guards cands (readers of the view add to it)
 	cands  map[string]*candSet
 

@@ -362,6 +362,23 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		minConf = *req.MinConfidence
 	}
 	res.MinConfidence = minConf
+	// The ranked lists live in fusion buffers lent for this answer, whose
+	// tools are copies: the buffers go back when it returns.
+	var lent []*fuseBuf
+	lend := func() *fuseBuf {
+		b, _ := r.fuseBufs.Get().(*fuseBuf)
+		if b == nil {
+			b = &fuseBuf{}
+		}
+		lent = append(lent, b)
+		return b
+	}
+	defer func() {
+		for _, b := range lent {
+			b.reset()
+			r.fuseBufs.Put(b)
+		}
+	}()
 	ranked := make([][]Fused, len(lists))
 	alts := map[string][]string{} // ID → its near-duplicates' IDs
 	for i, l := range lists {
@@ -372,14 +389,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
 			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
-		fused, degraded, err := r.rankText(ctx, req, cs, parts, vec, alpha, &res.Timings)
+		fused, degraded, err := r.rankText(ctx, req, cs, parts, vec, alpha, &res.Timings, lend())
 		if err != nil {
 			return Result{}, nil, err
 		}
 		res.Degraded = res.Degraded || degraded
 		low[i] = r.lowConfidence(fused)
 		if low[i] && l.alt != "" {
-			alt, altDegraded, err := r.rankText(ctx, req, cs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings)
+			alt, altDegraded, err := r.rankText(ctx, req, cs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings, lend())
 			if err != nil {
 				return Result{}, nil, err
 			}
@@ -523,7 +540,7 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 
 // rankText ranks one text inside the candidate set: the lexical and the
 // semantic leg, fused. Call with r.mu held.
-func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings) ([]Fused, bool, error) {
+func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf) ([]Fused, bool, error) {
 	t0 := time.Now()
 	lex, err := r.lex.search(text, cs.lexSet(r.lex), cs.filter, LegDepth, false)
 	if err != nil {
@@ -557,9 +574,9 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	lex, sem, single := req.Mode.singleLeg(lex, sem)
 	var fused []Fused
 	if cmp.Or(req.Fusion, DefaultFusion) == FusionRelative && !single {
-		fused = FuseRelative(lex, sem, alpha)
+		fused = fuseRelative(lex, sem, alpha, buf)
 	} else {
-		fused = FuseRRF(lex, sem, DefaultRRFK)
+		fused = fuseRRF(lex, sem, DefaultRRFK, buf)
 	}
 	// Attach each card's entry: the later steps need it, and both legs
 	// search inside the set, so every ID has one.

@@ -47,10 +47,15 @@ const DefaultRRFK = 60
 // ascending, so equal inputs always give the same order. Inputs are not
 // modified.
 func FuseRRF(lexical, semantic []Hit, k float64) []Fused {
+	return fuseRRF(lexical, semantic, k, nil)
+}
+
+// fuseRRF is FuseRRF filling buf's list when buf is not nil.
+func fuseRRF(lexical, semantic []Hit, k float64, buf *fuseBuf) []Fused {
 	if !(k > 0) || math.IsInf(k, 1) {
 		k = DefaultRRFK
 	}
-	out := joinLegs(lexical, semantic)
+	out := joinLegs(lexical, semantic, buf)
 	for i := range out {
 		f := &out[i]
 		if f.LexicalRank > 0 {
@@ -76,6 +81,11 @@ func FuseRRF(lexical, semantic []Hit, k float64) []Fused {
 // score 0 and come last, and vice versa), sorted by Score descending, then ID
 // ascending. Inputs are not modified.
 func FuseRelative(lexical, semantic []Hit, alpha float64) []Fused {
+	return fuseRelative(lexical, semantic, alpha, nil)
+}
+
+// fuseRelative is FuseRelative filling buf's list when buf is not nil.
+func fuseRelative(lexical, semantic []Hit, alpha float64, buf *fuseBuf) []Fused {
 	switch {
 	case math.IsNaN(alpha):
 		alpha = 0.5
@@ -84,7 +94,7 @@ func FuseRelative(lexical, semantic []Hit, alpha float64) []Fused {
 	case alpha > 1:
 		alpha = 1
 	}
-	out := joinLegs(lexical, semantic)
+	out := joinLegs(lexical, semantic, buf)
 	lexNorm, semNorm := minMaxNormalisers(out)
 	for i := range out {
 		f := &out[i]
@@ -101,11 +111,36 @@ func FuseRelative(lexical, semantic []Hit, alpha float64) []Fused {
 	return out
 }
 
+// fuseBuf is the scratch of one fusion that the pipeline reuses across
+// requests (Retriever.fuseBufs): the fused list and the positions by ID.
+// The list lent out is the caller's until it gives the buffer back.
+type fuseBuf struct {
+	out []Fused
+	pos map[string]int
+}
+
+// reset empties the buffer for its next use, dropping what the list held.
+func (b *fuseBuf) reset() {
+	clear(b.out[:cap(b.out)])
+	b.out = b.out[:0]
+	clear(b.pos)
+}
+
 // joinLegs merges the legs by ID, recording raw scores, ranks and fields; Score
-// is left 0. The order of the result is unspecified until sortFused.
-func joinLegs(lexical, semantic []Hit) []Fused {
-	out := make([]Fused, 0, len(lexical)+len(semantic))
-	pos := make(map[string]int, len(lexical)+len(semantic))
+// is left 0. The order of the result is unspecified until sortFused. With a
+// buffer, the result is its list.
+func joinLegs(lexical, semantic []Hit, buf *fuseBuf) []Fused {
+	var out []Fused
+	var pos map[string]int
+	if buf != nil {
+		if buf.pos == nil {
+			buf.pos = make(map[string]int, len(lexical)+len(semantic))
+		}
+		out, pos = slices.Grow(buf.out[:0], len(lexical)+len(semantic)), buf.pos
+	} else {
+		out = make([]Fused, 0, len(lexical)+len(semantic))
+		pos = make(map[string]int, len(lexical)+len(semantic))
+	}
 	for i, h := range lexical {
 		if _, dup := pos[h.ID]; dup {
 			continue
@@ -132,6 +167,9 @@ func joinLegs(lexical, semantic []Hit) []Fused {
 			out[j].Semantic = h.Score
 			out[j].SemanticRank = i + 1
 		}
+	}
+	if buf != nil {
+		buf.out = out
 	}
 	return out
 }

@@ -571,11 +571,7 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 	for _, t := range terms {
 		coverTotal += cover[t]
 	}
-	type held struct {
-		doc uint32
-		tf  float64
-	}
-	var buf []held
+	buf := acc.held
 	for _, t := range terms {
 		buf = buf[:0]
 		for _, p := range x.postings[t] {
@@ -594,7 +590,7 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 				mask |= 1 << i
 			}
 			if tf > 0 {
-				buf = append(buf, held{p.doc, tf})
+				buf = append(buf, lexHeld{p.doc, tf})
 				acc.fields[p.doc] |= mask
 			}
 		}
@@ -613,14 +609,17 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 		}
 	}
 
+	acc.held = buf // kept for the next search
+
 	// The best limit, score descending then ID ascending.
-	top := lexTop{limit: limit}
+	top := lexTop{limit: limit, items: acc.top[:0]}
 	for _, num := range acc.touched {
 		if s := acc.score[num]; s > 0 {
 			top.offer(num, s, x.docs[num].id)
 		}
 	}
-	winners := top.sorted()
+	winners := top.sortedInPlace()
+	acc.top = top.items
 	hits := make([]Hit, len(winners))
 	for i, w := range winners {
 		hits[i] = Hit{ID: x.docs[w.num].id, Score: w.score, mask: acc.fields[w.num],
@@ -651,6 +650,17 @@ type lexAcc struct {
 	fields                   []uint16
 	seen                     []bool
 	touched                  []uint32
+
+	// held and top are the scratch of a search: one term's holders, the
+	// heap of the best docs.
+	held []lexHeld
+	top  []lexScored
+}
+
+// lexHeld is a candidate holding a term, with its boosted term frequency.
+type lexHeld struct {
+	doc uint32
+	tf  float64
 }
 
 var lexAccPool sync.Pool
@@ -670,6 +680,8 @@ func putLexAcc(a *lexAcc) {
 		a.score[num], a.matched[num], a.evidence[num], a.fields[num], a.seen[num] = 0, 0, 0, 0, false
 	}
 	a.touched = a.touched[:0]
+	clear(a.top) // the IDs it held
+	a.held, a.top = a.held[:0], a.top[:0]
 	lexAccPool.Put(a)
 }
 
@@ -739,8 +751,10 @@ func (t *lexTop) down(i int) {
 	}
 }
 
-func (t *lexTop) sorted() []lexScored {
-	out := slices.Clone(t.items)
+// sortedInPlace orders the kept docs best first, in the heap's own array
+// (the heap is spent).
+func (t *lexTop) sortedInPlace() []lexScored {
+	out := t.items
 	slices.SortFunc(out, func(a, b lexScored) int {
 		if a.better(b) {
 			return -1

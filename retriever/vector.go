@@ -176,13 +176,20 @@ func (m *MemoryVectors) SearchSet(query []float32, set *VecSet, f Filter, k int)
 	// The query's non-zero dimensions: the built-in embedder's hashed part
 	// is sparse, and without the AVX2 kernel skipping its zeros is faster
 	// (and leaves every lane's sum as it was).
-	nz := make([]int32, 0, len(query))
-	for j, x := range query {
-		if x != 0 {
-			nz = append(nz, int32(j))
+	var nz []int32
+	if !useAVX2 {
+		nz = make([]int32, 0, len(query))
+		for j, x := range query {
+			if x != 0 {
+				nz = append(nz, int32(j))
+			}
 		}
 	}
-	top := rowTop{k: k, ids: t.ids}
+	rows := len(t.ids)
+	if set.rows != nil {
+		rows = len(set.rows)
+	}
+	top := rowTop{k: k, ids: t.ids, heap: make([]scoredRow, 0, min(k, rows))}
 	dim := m.dim
 	sparse := !useAVX2 && 2*len(nz) < dim
 	score := func(i int) float64 {
