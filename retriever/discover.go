@@ -254,12 +254,9 @@ func (r *Retriever) lists(req *Request) []textList {
 // low-confidence, reformulate its text once and rank again.
 func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float64) (Result, error) {
 	lists := r.lists(&req)
-	texts := make([]string, len(lists), len(lists)+1)
+	texts := make([]string, len(lists))
 	for i, l := range lists {
 		texts[i] = l.text
-	}
-	if strings.TrimSpace(req.Query) != "" {
-		texts = append(texts, req.Query) // the context of the other lists
 	}
 	t0 := time.Now()
 	vecs, err := r.embedQueries(ctx, texts)
@@ -270,9 +267,11 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for i := range lists {
 		lists[i].vec = vecs[i]
 	}
+	// The query, when given, is the first list and the context of the
+	// others.
 	var qctx *textList
-	if len(texts) > len(lists) {
-		qctx = &textList{intent: -1, text: req.Query, vec: vecs[len(lists)]}
+	if strings.TrimSpace(req.Query) != "" {
+		qctx = &textList{intent: -1, text: req.Query, vec: lists[0].vec}
 	}
 	res, low, err := r.answer(ctx, req, lists, qctx, topK, alpha)
 	res.Timings.Embed = embedTime
