@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -85,7 +84,6 @@ type Console struct {
 	lintEmb cardembed.Embedder
 	// refusals bounds refused logins recorded per client address.
 	refusals *ratelimit.Limiter
-	mu       sync.Mutex
 }
 
 // New builds the console.

@@ -14,14 +14,6 @@ import (
 	"github.com/seed0cff8200/cardex/internal/openapiimport"
 )
 
-// The schema keywords `cardex import openapi` writes besides LocationKey and
-// HTTPKey: the real parameter name when the property was renamed to avoid a
-// clash, and the marker of a property that is the whole request body.
-const (
-	nameKey      = "x-cardex-name"
-	wholeBodyKey = "x-cardex-whole-body"
-)
-
 var methods = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
 
 // operation is what a card says about its HTTP request.
@@ -50,7 +42,9 @@ func configErr(format string, args ...any) error {
 	return &ConfigError{msg: fmt.Sprintf(format, args...)}
 }
 
-// parseOperation reads x-cardex-http and x-cardex-in from an input schema.
+// parseOperation reads x-cardex-http and each property's x-cardex-in, x-cardex-name
+// (the real parameter name of a renamed property) and x-cardex-whole-body
+// (the property that is the whole request body) from an input schema.
 func parseOperation(schema json.RawMessage) (*operation, error) {
 	var s struct {
 		Properties map[string]struct {
