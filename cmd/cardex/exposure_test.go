@@ -19,9 +19,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/pgtest"
 	"github.com/seed0cff8200/cardex/internal/testpki"
+	"github.com/seed0cff8200/cardex/internal/tokens"
 )
 
 // served is a running `cardex serve`.
@@ -199,7 +199,7 @@ func TestServeExposedWithTokensAndTLS(t *testing.T) {
 	const admin, discover = "an-admin-token-0123456789", "a-discover-token-0123456789"
 	tokens := writeTemp(t, "tokens.yaml", fmt.Sprintf("tokens:\n  - {name: ops, role: admin, token_sha256: %s}\n"+
 		"  - {name: support-bot, role: discover, token_sha256: %s, caller: {tenant: acme, scopes: [support:read, orders:read]}}\n",
-		auth.HashToken(admin), auth.HashToken(discover)))
+		tokens.HashToken(admin), tokens.HashToken(discover)))
 
 	// Tokens without TLS: starts, with a warning that credentials travel in clear.
 	s := serve(t, bin, "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0", "--service-tokens", tokens)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/seed0cff8200/cardex/internal/auth"
+	"github.com/seed0cff8200/cardex/internal/tokens"
 )
 
 func tokenCmd() *cobra.Command {
@@ -32,7 +33,7 @@ func tokenCmd() *cobra.Command {
 				return err
 			}
 			token := base64.RawURLEncoding.EncodeToString(raw)
-			e.TokenSHA256 = auth.HashToken(token)
+			e.TokenSHA256 = tokens.HashToken(token)
 			// The same checks as loading the file.
 			if _, err := auth.NewTokens(auth.TokenFile{Tokens: []auth.TokenEntry{e}}); err != nil {
 				return err

@@ -184,7 +184,7 @@ func (s *Surfaces) agent(r *http.Request) (caller, tenant string, ok bool) {
 	} else {
 		id, ok = s.tokens.Anonymous()
 	}
-	return "caller:" + id.Tenant + "/" + id.Subject, id.Tenant, ok
+	return ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, ok
 }
 
 // Gateway is the shared gateway.

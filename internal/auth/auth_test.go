@@ -24,11 +24,12 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/seed0cff8200/cardex/internal/tokens"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
 func TestTokenFile(t *testing.T) {
-	h := HashToken("a-token-of-sixteen-or-more")
+	h := tokens.HashToken("a-token-of-sixteen-or-more")
 	for _, tc := range []struct {
 		name string
 		file TokenFile
@@ -39,7 +40,7 @@ func TestTokenFile(t *testing.T) {
 		{"no name", TokenFile{Tokens: []TokenEntry{{Role: RoleAdmin, TokenSHA256: h}}}, "name"},
 		{"bad role", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: "root", TokenSHA256: h}}}, `role "root" is not one of discover, catalog, admin`},
 		{"raw token", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: RoleAdmin, TokenSHA256: "secret"}}}, "token_sha256 must be 64 hex digits"},
-		{"same name", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: RoleAdmin, TokenSHA256: h}, {Name: "a", Role: RoleCatalog, TokenSHA256: HashToken("x")}}}, "used twice"},
+		{"same name", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: RoleAdmin, TokenSHA256: h}, {Name: "a", Role: RoleCatalog, TokenSHA256: tokens.HashToken("x")}}}, "used twice"},
 		{"same token", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: RoleAdmin, TokenSHA256: h}, {Name: "b", Role: RoleCatalog, TokenSHA256: h}}}, "the same token"},
 		{"bound catalog", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: RoleCatalog, TokenSHA256: h, Caller: &Binding{Tenant: "acme"}}}}, "only discover tokens"},
 		{"bound to no tenant", TokenFile{Tokens: []TokenEntry{{Name: "a", Role: RoleDiscover, TokenSHA256: h, Caller: &Binding{}}}}, "caller.tenant"},
@@ -69,8 +70,8 @@ func TestTokenFile(t *testing.T) {
 
 func TestLookupAndRoles(t *testing.T) {
 	toks, err := NewTokens(TokenFile{Tokens: []TokenEntry{
-		{Name: "d", Role: RoleDiscover, TokenSHA256: HashToken("discover-0123456789")},
-		{Name: "c", Role: RoleCatalog, TokenSHA256: HashToken("catalog-0123456789")},
+		{Name: "d", Role: RoleDiscover, TokenSHA256: tokens.HashToken("discover-0123456789")},
+		{Name: "c", Role: RoleCatalog, TokenSHA256: tokens.HashToken("catalog-0123456789")},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/pgtest"
+	"github.com/seed0cff8200/cardex/internal/tokens"
 )
 
 // TestDBTokens: tokens kept in PostgreSQL (a real one, see pgtest) are
@@ -29,17 +30,17 @@ func TestDBTokens(t *testing.T) {
 	}
 	const admin, bot = "db-admin-token-0123456789", "db-bot-token-0123456789"
 	for _, e := range []auth.TokenEntry{
-		{Name: "ops", Role: auth.RoleAdmin, TokenSHA256: auth.HashToken(admin)},
-		{Name: "bot", Role: auth.RoleDiscover, TokenSHA256: auth.HashToken(bot), Caller: &auth.Binding{Tenant: "acme", Scopes: []string{"orders:read"}}},
+		{Name: "ops", Role: auth.RoleAdmin, TokenSHA256: tokens.HashToken(admin)},
+		{Name: "bot", Role: auth.RoleDiscover, TokenSHA256: tokens.HashToken(bot), Caller: &auth.Binding{Tenant: "acme", Scopes: []string{"orders:read"}}},
 	} {
 		if err := auth.PutDBToken(ctx, st.Pool(), st.Schema(), e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := auth.PutDBToken(ctx, st.Pool(), st.Schema(), auth.TokenEntry{Name: "ops", Role: auth.RoleCatalog, TokenSHA256: auth.HashToken("x")}); err == nil || !strings.Contains(err.Error(), "already") {
+	if err := auth.PutDBToken(ctx, st.Pool(), st.Schema(), auth.TokenEntry{Name: "ops", Role: auth.RoleCatalog, TokenSHA256: tokens.HashToken("x")}); err == nil || !strings.Contains(err.Error(), "already") {
 		t.Errorf("a second ops: %v", err)
 	}
-	if err := auth.PutDBToken(ctx, st.Pool(), st.Schema(), auth.TokenEntry{Name: "bad", Role: "root", TokenSHA256: auth.HashToken("y")}); err == nil {
+	if err := auth.PutDBToken(ctx, st.Pool(), st.Schema(), auth.TokenEntry{Name: "bad", Role: "root", TokenSHA256: tokens.HashToken("y")}); err == nil {
 		t.Error("role root accepted")
 	}
 	var stored string

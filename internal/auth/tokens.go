@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -111,12 +110,6 @@ func (t *Tokens) AddToken(name string, role Role, token string) {
 	t.list = append(t.list, storedToken{hash: sha256.Sum256([]byte(token)), p: Principal{Name: name, Role: role}})
 }
 
-// HashToken is the hex SHA-256 of a token, as token_sha256 holds it.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
-
 // Lookup finds the principal of a presented token. It compares the token's
 // hash with every stored hash in constant time, and looks at all of them
 // whatever matches, so the time taken says nothing about which token, if
@@ -171,14 +164,4 @@ func (t *Tokens) Unbound() []string {
 		}
 	}
 	return out
-}
-
-// BearerToken extracts TOKEN from an "authorization: Bearer TOKEN" value
-// (scheme case-insensitive); "" when absent or malformed.
-func BearerToken(header string) string {
-	f := strings.Fields(header)
-	if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
-		return ""
-	}
-	return f[1]
 }

@@ -194,7 +194,7 @@ func (c *Console) discover(r *http.Request, s *session, req *pb.DiscoverToolsReq
 	if err := retriever.ValidateCaller(caller); err != nil {
 		return err
 	}
-	key := "caller:" + caller.Tenant + "/" + caller.Subject
+	key := ratelimit.CallerKey(caller.Tenant, caller.Subject)
 	if dn := c.cfg.Limiter.Allow(ratelimit.Discovery, key, caller.Tenant); dn != nil {
 		return dn
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/audittrail"
 	"github.com/seed0cff8200/cardex/internal/auth"
 	"github.com/seed0cff8200/cardex/internal/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/tokens"
 )
 
 // Cookies. Both are HttpOnly and SameSite=Strict, limited to Path, and
@@ -95,7 +96,7 @@ func (s *session) Binding() *auth.Binding {
 
 func bearerOf(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		return auth.BearerToken(h)
+		return tokens.BearerToken(h)
 	}
 	if ck, err := r.Cookie(tokenCookie); err == nil {
 		return ck.Value

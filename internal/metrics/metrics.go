@@ -155,10 +155,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Registry is the registry of the series, for gathering in tests and for
-// registering more collectors.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // tenantLabel is the tenant's label value. admit lets a tenant not labelled
 // yet take one of the free labels.
 func (m *Metrics) tenantLabel(tenant string, admit bool) string {

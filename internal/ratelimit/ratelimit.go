@@ -7,6 +7,7 @@ package ratelimit
 
 import (
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -85,10 +86,14 @@ type Denial struct {
 
 func (d *Denial) Error() string {
 	if d.Scope == "in_flight" {
-		return "too many calls in flight for this caller (the limit is " + itoa(int(d.Limit)) + "); retry after " + d.RetryAfter.String()
+		return "too many calls in flight for this caller (the limit is " + strconv.Itoa(int(d.Limit)) + "); retry after " + d.RetryAfter.String()
 	}
-	return "rate limit of the " + d.Scope + " exceeded (" + d.Class.String() + ": " + ftoa(d.Limit) + " per second); retry after " + d.RetryAfter.Round(time.Millisecond).String()
+	return "rate limit of the " + d.Scope + " exceeded (" + d.Class.String() + ": " + strconv.FormatFloat(d.Limit, 'g', -1, 64) + " per second); retry after " + d.RetryAfter.Round(time.Millisecond).String()
 }
+
+// CallerKey is the bucket key of a caller by identity: every surface that
+// limits a (tenant, subject) uses it, so they draw on the same buckets.
+func CallerKey(tenant, subject string) string { return "caller:" + tenant + "/" + subject }
 
 // Allow takes one token from the caller's and the tenant's bucket of the
 // class (either key may be ""), or takes none and says how long to wait.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/internal/auth"
+	"github.com/seed0cff8200/cardex/internal/tokens"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -36,12 +37,12 @@ const (
 func serviceTokens(t *testing.T) *auth.Tokens {
 	t.Helper()
 	toks, err := auth.NewTokens(auth.TokenFile{Tokens: []auth.TokenEntry{
-		{Name: "orchestrator", Role: auth.RoleDiscover, TokenSHA256: auth.HashToken(discoverToken)},
-		{Name: "platform-ci", Role: auth.RoleCatalog, TokenSHA256: auth.HashToken(catalogToken)},
-		{Name: "ops", Role: auth.RoleAdmin, TokenSHA256: auth.HashToken(adminToken)},
-		{Name: "support-bot", Role: auth.RoleDiscover, TokenSHA256: auth.HashToken(boundToken),
+		{Name: "orchestrator", Role: auth.RoleDiscover, TokenSHA256: tokens.HashToken(discoverToken)},
+		{Name: "platform-ci", Role: auth.RoleCatalog, TokenSHA256: tokens.HashToken(catalogToken)},
+		{Name: "ops", Role: auth.RoleAdmin, TokenSHA256: tokens.HashToken(adminToken)},
+		{Name: "support-bot", Role: auth.RoleDiscover, TokenSHA256: tokens.HashToken(boundToken),
 			Caller: &auth.Binding{Tenant: "acme", Scopes: supportScopes}},
-		{Name: "alice", Role: auth.RoleDiscover, TokenSHA256: auth.HashToken(aliceToken),
+		{Name: "alice", Role: auth.RoleDiscover, TokenSHA256: tokens.HashToken(aliceToken),
 			Caller: &auth.Binding{Tenant: "acme", Subject: "alice", Scopes: []string{"orders:read"}}},
 	}})
 	if err != nil {

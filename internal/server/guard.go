@@ -93,7 +93,7 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		if p.Binding != nil {
 			*field = &pb.Caller{Tenant: c.Tenant, Subject: c.Subject, Scopes: c.Scopes, SessionId: c.SessionID}
 		}
-		limitKey, tenant = "caller:"+c.Tenant+"/"+c.Subject, c.Tenant
+		limitKey, tenant = ratelimit.CallerKey(c.Tenant, c.Subject), c.Tenant
 	}
 	return g.limited(ctx, method, p.Name, limitKey, tenant, req, next)
 }
@@ -125,7 +125,7 @@ func (g *guard) execution(ctx context.Context, method string, req any, next grpc
 		return nil, g.refuse(ctx, method, "", "", "an agent token", err)
 	}
 	name := "agent:" + id.Tenant + "/" + id.Subject
-	return g.limited(ctx, method, name, "caller:"+id.Tenant+"/"+id.Subject, id.Tenant, req, next)
+	return g.limited(ctx, method, name, ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, req, next)
 }
 
 // limited runs the call under the rate and in-flight limits and the
@@ -210,7 +210,7 @@ func (g *guard) record(ctx context.Context, e audittrail.Entry) {
 func bearer(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get("authorization"); len(v) > 0 {
-		return auth.BearerToken(v[0])
+		return tokens.BearerToken(v[0])
 	}
 	return ""
 }

@@ -102,13 +102,10 @@ func (s *State) applyLocked() {
 // the schema is current (the catalog calls answer Unavailable by themselves:
 // the store refuses them).
 func servingOnly(s *State) grpc.UnaryServerInterceptor {
-	gated := []string{"/" + pb.DiscoveryService_ServiceDesc.ServiceName + "/", "/" + pb.ExecutionService_ServiceDesc.ServiceName + "/"}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		for _, p := range gated {
-			if strings.HasPrefix(info.FullMethod, p) {
-				if err := s.Serving(); err != nil {
-					return nil, status.Errorf(codes.Unavailable, "not serving yet: %v", err)
-				}
+		if m := info.FullMethod; strings.HasPrefix(m, discoveryPrefix) || strings.HasPrefix(m, executionPrefix) {
+			if err := s.Serving(); err != nil {
+				return nil, status.Errorf(codes.Unavailable, "not serving yet: %v", err)
 			}
 		}
 		return next(ctx, req)
