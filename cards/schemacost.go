@@ -302,8 +302,8 @@ func (c *coster) edges(s *jsonschema.Schema) (same, child []*jsonschema.Schema) 
 			child = append(child, x...)
 		}
 	}
-	notNil := func(x *jsonschema.Schema) bool { return x == nil }
-	return slices.DeleteFunc(same, notNil), slices.DeleteFunc(child, notNil)
+	isNil := func(x *jsonschema.Schema) bool { return x == nil }
+	return slices.DeleteFunc(same, isNil), slices.DeleteFunc(child, isNil)
 }
 
 // heights fills c.height for every schema reachable from root: schemas on

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/url"
 	"slices"
@@ -276,7 +277,7 @@ func (op *operation) encode(args json.RawMessage) (*request, error) {
 				return nil, cards.Invalid("body", "must be an object to be sent as %s", mt)
 			}
 		}
-		for _, name := range sortedKeys(body) {
+		for _, name := range slices.Sorted(maps.Keys(body)) {
 			if err := addQuery(form, name, name, body[name]); err != nil {
 				return nil, err
 			}
@@ -286,15 +287,6 @@ func (op *operation) encode(args json.RawMessage) (*request, error) {
 		return nil, configErr("its request body is %s; cardex sends JSON and form (application/x-www-form-urlencoded) bodies only", ct)
 	}
 	return out, nil
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -374,7 +366,7 @@ func addQuery(q url.Values, key, name string, raw json.RawMessage) error {
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) == nil {
-		for _, k := range sortedKeys(obj) {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			s, ok := scalar(obj[k])
 			if !ok {
 				return cards.Invalid(key+"."+k, "is in a query parameter: nested objects and arrays cannot be sent in a query string")

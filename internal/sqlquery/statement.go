@@ -80,12 +80,7 @@ func (l *lexer) token(word string) error {
 	return refuse(RefusedStatement, "only a SELECT or WITH query can run here (the statement starts with %s)", describeToken(word))
 }
 
-func describeToken(w string) string {
-	if len(w) > 40 {
-		w = w[:40] + "…"
-	}
-	return fmt.Sprintf("%q", w)
-}
+func describeToken(w string) string { return fmt.Sprintf("%q", cut(w, 40)) }
 
 func (l *lexer) run() error {
 	for l.i < len(l.s) {
