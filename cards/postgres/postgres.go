@@ -272,6 +272,19 @@ func (s *Store) setCounter(ctx context.Context, tx pgx.Tx, seq int64) error {
 	return err
 }
 
+// recordChange records one change (r, at sequence r.Seq) in the change log
+// and moves the counter to it.
+func (s *Store) recordChange(ctx context.Context, tx pgx.Tx, r row, deleted bool) error {
+	payload, err := json.Marshal([]row{r})
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), deleted); err != nil {
+		return err
+	}
+	return s.setCounter(ctx, tx, r.Seq)
+}
+
 // Put implements cards.Store.
 func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, error) {
 	if err := ctx.Err(); err != nil {
@@ -510,12 +523,7 @@ func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) 
 			k.Tenant, k.Server, k.Name); err != nil {
 			return err
 		}
-		seq++
-		payload, _ := json.Marshal([]row{{Tenant: k.Tenant, Server: k.Server, Name: k.Name, Seq: seq, Version: version}})
-		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), true); err != nil {
-			return err
-		}
-		return s.setCounter(ctx, tx, seq)
+		return s.recordChange(ctx, tx, row{Tenant: k.Tenant, Server: k.Server, Name: k.Name, Seq: seq + 1, Version: version}, true)
 	})
 	return s.wrap(ctx, "delete", err)
 }

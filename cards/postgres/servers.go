@@ -214,12 +214,7 @@ func (s *Store) DeleteServer(ctx context.Context, tenant, name string, expectedV
 		if _, err := tx.Exec(ctx, s.sql(`DELETE FROM {s}.servers WHERE tenant = $1 AND name = $2`), tenant, name); err != nil {
 			return err
 		}
-		seq++
-		payload, _ := json.Marshal([]row{{Tenant: tenant, Server: name, Seq: seq, Version: version}})
-		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), true); err != nil {
-			return err
-		}
-		return s.setCounter(ctx, tx, seq)
+		return s.recordChange(ctx, tx, row{Tenant: tenant, Server: name, Seq: seq + 1, Version: version}, true)
 	})
 	return s.wrap(ctx, "delete server", err)
 }
@@ -264,13 +259,11 @@ func (s *Store) AddLearned(ctx context.Context, k cards.Key, phrases ...string) 
 			ON CONFLICT (tenant, server, name) DO UPDATE SET phrases = EXCLUDED.phrases`), k.Tenant, k.Server, k.Name, next); err != nil {
 			return err
 		}
-		seq++
-		payload, _ := json.Marshal([]row{{Tenant: k.Tenant, Server: k.Server, Name: k.Name, Seq: seq, Version: version}})
-		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), false); err != nil {
+		if err := s.recordChange(ctx, tx, row{Tenant: k.Tenant, Server: k.Server, Name: k.Name, Seq: seq + 1, Version: version}, false); err != nil {
 			return err
 		}
 		changed = true
-		return s.setCounter(ctx, tx, seq)
+		return nil
 	})
 	if err != nil {
 		return false, s.wrap(ctx, "add learned", err)
