@@ -16,16 +16,15 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/mcpimport"
+	"github.com/seed0cff8200/cardex/internal/rest"
 	"github.com/seed0cff8200/cardex/internal/upstream"
 )
 
-// LocationKey is the schema keyword that records where a folded parameter
-// goes in the HTTP request: "path", "query" or "body".
-const LocationKey = "x-cardex-in"
-
-// HTTPKey is the input schema keyword that records the operation's method
-// and path template, so an executor can rebuild the request.
-const HTTPKey = "x-cardex-http"
+// The schema keywords the importer writes are the REST executor's contract.
+const (
+	LocationKey = rest.LocationKey
+	HTTPKey     = rest.HTTPKey
+)
 
 // Load reads and validates an OpenAPI 3.x document (YAML or JSON) from a
 // file path or an http(s) URL. External references are not followed.

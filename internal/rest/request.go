@@ -12,8 +12,15 @@ import (
 	"strings"
 
 	"github.com/seed0cff8200/cardex/cards"
-	"github.com/seed0cff8200/cardex/internal/openapiimport"
 )
+
+// LocationKey is the schema keyword that records where a folded parameter
+// goes in the HTTP request: "path", "query" or "body".
+const LocationKey = "x-cardex-in"
+
+// HTTPKey is the input schema keyword that records the operation's method
+// and path template, so the executor can rebuild the request.
+const HTTPKey = "x-cardex-http"
 
 var methods = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
 
@@ -60,20 +67,20 @@ func parseOperation(schema json.RawMessage) (*operation, error) {
 		} `json:"x-cardex-http"`
 	}
 	if len(schema) == 0 {
-		return nil, configErr("the card has no input schema, so no %s (method and path)", openapiimport.HTTPKey)
+		return nil, configErr("the card has no input schema, so no %s (method and path)", HTTPKey)
 	}
 	if err := json.Unmarshal(schema, &s); err != nil {
-		return nil, configErr("the card's %s or %s is malformed: %v", openapiimport.HTTPKey, openapiimport.LocationKey, err)
+		return nil, configErr("the card's %s or %s is malformed: %v", HTTPKey, LocationKey, err)
 	}
 	if s.HTTP == nil {
-		return nil, configErr("the card's input schema has no %s (method and path); import the API with `cardex import openapi`", openapiimport.HTTPKey)
+		return nil, configErr("the card's input schema has no %s (method and path); import the API with `cardex import openapi`", HTTPKey)
 	}
 	op := &operation{method: strings.ToUpper(s.HTTP.Method), path: s.HTTP.Path, contentType: s.HTTP.ContentType, params: map[string]param{}}
 	if !slices.Contains(methods, op.method) {
-		return nil, configErr("%s.method %q is not an HTTP method (%s)", openapiimport.HTTPKey, s.HTTP.Method, strings.Join(methods, ", "))
+		return nil, configErr("%s.method %q is not an HTTP method (%s)", HTTPKey, s.HTTP.Method, strings.Join(methods, ", "))
 	}
 	if !strings.HasPrefix(op.path, "/") || strings.ContainsAny(op.path, "?#") {
-		return nil, configErr("%s.path %q must start with / and hold no query or fragment", openapiimport.HTTPKey, op.path)
+		return nil, configErr("%s.path %q must start with / and hold no query or fragment", HTTPKey, op.path)
 	}
 	for key, p := range s.Properties {
 		in := p.In
@@ -85,7 +92,7 @@ func parseOperation(schema json.RawMessage) (*operation, error) {
 			}
 		}
 		if in != "path" && in != "query" && in != "body" {
-			return nil, configErr("property %q: %s %q: want path, query or body", key, openapiimport.LocationKey, p.In)
+			return nil, configErr("property %q: %s %q: want path, query or body", key, LocationKey, p.In)
 		}
 		name := key
 		if p.Name != "" {
@@ -103,13 +110,13 @@ func parseOperation(schema json.RawMessage) (*operation, error) {
 		if sg.param == "" {
 			for _, part := range strings.Split(sg.text, "/") {
 				if part == "." || part == ".." {
-					return nil, configErr("%s.path %q has a %q segment", openapiimport.HTTPKey, op.path, part)
+					return nil, configErr("%s.path %q has a %q segment", HTTPKey, op.path, part)
 				}
 			}
 			continue
 		}
 		if _, ok := op.pathKey(sg.param); !ok {
-			return nil, configErr("%s.path %q names {%s}, which no property with %s: path is", openapiimport.HTTPKey, op.path, sg.param, openapiimport.LocationKey)
+			return nil, configErr("%s.path %q names {%s}, which no property with %s: path is", HTTPKey, op.path, sg.param, LocationKey)
 		}
 	}
 	return op, nil
@@ -150,24 +157,24 @@ func splitTemplate(t string) ([]segment, error) {
 		i := strings.IndexByte(t, '{')
 		if i < 0 {
 			if strings.ContainsRune(t, '}') {
-				return nil, configErr("%s.path has an unmatched }", openapiimport.HTTPKey)
+				return nil, configErr("%s.path has an unmatched }", HTTPKey)
 			}
 			out = append(out, segment{text: t})
 			break
 		}
 		if i > 0 {
 			if strings.ContainsRune(t[:i], '}') {
-				return nil, configErr("%s.path has an unmatched }", openapiimport.HTTPKey)
+				return nil, configErr("%s.path has an unmatched }", HTTPKey)
 			}
 			out = append(out, segment{text: t[:i]})
 		}
 		j := strings.IndexByte(t[i:], '}')
 		if j < 0 {
-			return nil, configErr("%s.path has an unmatched {", openapiimport.HTTPKey)
+			return nil, configErr("%s.path has an unmatched {", HTTPKey)
 		}
 		name := t[i+1 : i+j]
 		if name == "" || strings.ContainsAny(name, "{/") {
-			return nil, configErr("%s.path has an empty or malformed {placeholder}", openapiimport.HTTPKey)
+			return nil, configErr("%s.path has an empty or malformed {placeholder}", HTTPKey)
 		}
 		out = append(out, segment{param: name})
 		t = t[i+j+1:]
