@@ -8,7 +8,7 @@ RUN go mod download
 COPY . .
 # The release `cardex version` and MCP serverInfo report (docker build --build-arg CARDEX_VERSION=v1.2.0).
 ARG CARDEX_VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/seed0cff8200/cardex/internal/buildinfo.version=${CARDEX_VERSION}" -o /out/cardex ./cmd/cardex
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/seed0cff8200/cardex/internal/ops/buildinfo.version=${CARDEX_VERSION}" -o /out/cardex ./cmd/cardex
 
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --home-dir /data cardex \

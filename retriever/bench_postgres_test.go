@@ -8,8 +8,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
-	"github.com/seed0cff8200/cardex/internal/pgtest"
-	"github.com/seed0cff8200/cardex/internal/pgvec"
+	"github.com/seed0cff8200/cardex/internal/postgres/pgvec"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/seed0cff8200/cardex/cards"
-	"github.com/seed0cff8200/cardex/internal/pgtest"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
 )
 
 // TestMigrateFreshDatabaseCustomSchema migrates a schema other than public

@@ -8,7 +8,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/postgres"
 	"github.com/seed0cff8200/cardex/cards/storetest"
-	"github.com/seed0cff8200/cardex/internal/pgtest"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
 )
 
 func TestConformance(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/synth"
-	"github.com/seed0cff8200/cardex/internal/apiconv"
-	"github.com/seed0cff8200/cardex/internal/loadgen"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/ops/loadgen"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seed0cff8200/cardex/cards"
-	"github.com/seed0cff8200/cardex/internal/apiconv"
-	"github.com/seed0cff8200/cardex/internal/cardjson"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/cardjson"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 

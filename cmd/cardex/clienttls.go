@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/seed0cff8200/cardex/internal/auth"
+	"github.com/seed0cff8200/cardex/internal/access/auth"
 )
 
 // tlsClientFlags are the client commands' TLS flags: --tls, --tls-ca,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
-	"github.com/seed0cff8200/cardex/internal/evalremote"
-	"github.com/seed0cff8200/cardex/internal/feedback"
+	"github.com/seed0cff8200/cardex/internal/ops/evalremote"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 

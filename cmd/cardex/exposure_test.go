@@ -19,9 +19,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/seed0cff8200/cardex/internal/pgtest"
-	"github.com/seed0cff8200/cardex/internal/testpki"
-	"github.com/seed0cff8200/cardex/internal/tokens"
+	"github.com/seed0cff8200/cardex/internal/access/tokens"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
+	"github.com/seed0cff8200/cardex/internal/testkit/testpki"
 )
 
 // served is a running `cardex serve`.

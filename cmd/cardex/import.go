@@ -14,13 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
-	"github.com/seed0cff8200/cardex/internal/apiconv"
-	"github.com/seed0cff8200/cardex/internal/buildinfo"
-	"github.com/seed0cff8200/cardex/internal/cardjson"
-	"github.com/seed0cff8200/cardex/internal/catalogsync"
-	"github.com/seed0cff8200/cardex/internal/mcpimport"
-	"github.com/seed0cff8200/cardex/internal/openapiimport"
-	"github.com/seed0cff8200/cardex/internal/upstream"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/cardjson"
+	"github.com/seed0cff8200/cardex/internal/execution/upstream"
+	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
+	"github.com/seed0cff8200/cardex/internal/sources/mcpimport"
+	"github.com/seed0cff8200/cardex/internal/sources/openapiimport"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 

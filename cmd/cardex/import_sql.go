@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed0cff8200/cardex/internal/catalogsync"
-	"github.com/seed0cff8200/cardex/internal/sqlimport"
-	"github.com/seed0cff8200/cardex/internal/sqlquery"
-	"github.com/seed0cff8200/cardex/internal/upstream"
+	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
+	"github.com/seed0cff8200/cardex/internal/execution/upstream"
+	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
+	"github.com/seed0cff8200/cardex/internal/sources/sqlimport"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 

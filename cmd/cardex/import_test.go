@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed0cff8200/cardex/internal/upstream"
+	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 )
 
 // TestUpstreamSnippet: the entry `import mcp` suggests is a valid upstreams

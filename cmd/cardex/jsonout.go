@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 
 	"github.com/seed0cff8200/cardex/cards"
-	"github.com/seed0cff8200/cardex/internal/apiconv"
-	"github.com/seed0cff8200/cardex/internal/cardjson"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/cardjson"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
 // What -o json prints. Every command prints the same names for the same
-// things (snake_case, as in card files); a card is always internal/cardjson's
+// things (snake_case, as in card files); a card is always internal/codec/cardjson's
 // shape: schemas as JSON objects, versions as numbers.
 
 func cardJSON(p *pb.Card) *cardjson.Card {

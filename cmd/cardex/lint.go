@@ -9,8 +9,8 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/embed"
-	"github.com/seed0cff8200/cardex/internal/feedback"
-	"github.com/seed0cff8200/cardex/internal/lint"
+	"github.com/seed0cff8200/cardex/internal/ops/lint"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed0cff8200/cardex/internal/discoverylog"
-	"github.com/seed0cff8200/cardex/internal/feedback"
-	"github.com/seed0cff8200/cardex/internal/upstream"
+	"github.com/seed0cff8200/cardex/internal/execution/upstream"
+	"github.com/seed0cff8200/cardex/internal/telemetry/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 )
 
 // A log of the data directory: its file, and how a line becomes a row.

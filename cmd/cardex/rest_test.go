@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/seed0cff8200/cardex/internal/petstore"
+	"github.com/seed0cff8200/cardex/internal/testkit/petstore"
 )
 
 // TestImportOpenAPIAndCallREST runs the binary the way the README's REST

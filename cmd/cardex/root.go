@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed0cff8200/cardex/internal/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
 )
 
 // exitError carries a specific exit code: 2 for usage errors and refusals

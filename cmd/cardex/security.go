@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/seed0cff8200/cardex/internal/auth"
-	"github.com/seed0cff8200/cardex/internal/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/access/auth"
+	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
 )
 
 // securityFlags are serve's authentication, TLS and abuse-limit flags.

@@ -16,15 +16,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed0cff8200/cardex/internal/agents"
-	"github.com/seed0cff8200/cardex/internal/audittrail"
-	"github.com/seed0cff8200/cardex/internal/buildinfo"
-	"github.com/seed0cff8200/cardex/internal/console"
-	"github.com/seed0cff8200/cardex/internal/discoverylog"
-	"github.com/seed0cff8200/cardex/internal/feedback"
-	"github.com/seed0cff8200/cardex/internal/metrics"
-	"github.com/seed0cff8200/cardex/internal/pglog"
-	"github.com/seed0cff8200/cardex/internal/server"
+	"github.com/seed0cff8200/cardex/internal/access/audittrail"
+	"github.com/seed0cff8200/cardex/internal/faces/agents"
+	"github.com/seed0cff8200/cardex/internal/faces/console"
+	"github.com/seed0cff8200/cardex/internal/faces/server"
+	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/postgres/pglog"
+	"github.com/seed0cff8200/cardex/internal/telemetry/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
+	"github.com/seed0cff8200/cardex/internal/telemetry/metrics"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed0cff8200/cardex/internal/pgtest"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
 )
 
 // TestSQLViews runs the README's "SQL views" section with the binary, on

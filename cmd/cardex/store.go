@@ -14,9 +14,9 @@ import (
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/cards/postgres"
 	"github.com/seed0cff8200/cardex/embed"
-	"github.com/seed0cff8200/cardex/internal/pgvec"
-	"github.com/seed0cff8200/cardex/internal/replica"
-	"github.com/seed0cff8200/cardex/internal/server"
+	"github.com/seed0cff8200/cardex/internal/faces/server"
+	"github.com/seed0cff8200/cardex/internal/postgres/pgvec"
+	"github.com/seed0cff8200/cardex/internal/postgres/replica"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 

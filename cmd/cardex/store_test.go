@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/seed0cff8200/cardex/internal/pgtest"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
 	"github.com/seed0cff8200/cardex/migrations"
 )
 

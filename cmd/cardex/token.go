@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/seed0cff8200/cardex/internal/auth"
-	"github.com/seed0cff8200/cardex/internal/tokens"
+	"github.com/seed0cff8200/cardex/internal/access/auth"
+	"github.com/seed0cff8200/cardex/internal/access/tokens"
 )
 
 func tokenCmd() *cobra.Command {

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/seed0cff8200/cardex/internal/agents"
+	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 

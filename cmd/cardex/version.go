@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed0cff8200/cardex/internal/buildinfo"
+	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
 )
 
 func versionCmd() *cobra.Command {

@@ -21,7 +21,7 @@ func TestVersionAndHealth(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const v = "v9.8.7-test"
-	bin := buildBinary(t, "-ldflags", "-X github.com/seed0cff8200/cardex/internal/buildinfo.version="+v)
+	bin := buildBinary(t, "-ldflags", "-X github.com/seed0cff8200/cardex/internal/ops/buildinfo.version="+v)
 	out, code := run(t, bin, "", "version")
 	if code != 0 || !strings.HasPrefix(out, "cardex "+v+" (") || !strings.Contains(out, "built with go") {
 		t.Fatalf("version: exit %d, %q", code, out)

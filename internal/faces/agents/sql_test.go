@@ -1,0 +1,310 @@
+package agents_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/cards/embedded"
+	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/faces/agents"
+	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
+	"github.com/seed0cff8200/cardex/internal/sources/sqlimport"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+const (
+	oncallToken = "oncall-token-0123456789"
+	readerToken = "reader-token-0123456789"
+)
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// importInventory imports the example database's views into the store as
+// `cardex import sql` does, with the scope inventory:read.
+func importInventory(t *testing.T, ctx context.Context, st cards.Store, url, schema string) {
+	t.Helper()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rels, err := sqlimport.Read(ctx, c, sqlimport.Options{Schemas: []string{schema}})
+	c.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, skipped := sqlimport.ToCards("acme", "inventory", rels)
+	cat := catalogsync.StoreCatalog{Store: st}
+	stored, err := cat.List(ctx, "acme", "inventory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := sqlimport.Plan("acme", "inventory", stored, views, skipped, []string{"region"}, catalogsync.Options{Scopes: []string{"inventory:read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := catalogsync.Apply(ctx, cat, plan); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSQLThroughMCP is the issue's path end to end, as `cardex serve` wires
+// it: import a real database's commented views, find them by a question in
+// plain words over /mcp, describe one, and query through call_tool — with
+// parameters, a partial result, every refusal, and an audit log that holds
+// neither rows nor parameter values.
+func TestSQLThroughMCP(t *testing.T) {
+	for _, db := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{{"pglite", pgtest.URL}, {"native", pgtest.NativeURL}} {
+		t.Run(db.name, func(t *testing.T) {
+			ctx := context.Background()
+			url := db.url(t)
+			s := pgtest.Inventory(t, url)
+			dir := t.TempDir()
+			st, err := embedded.Open(filepath.Join(dir, "store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			importInventory(t, ctx, st, url, s)
+			// The platform team makes the owners' view (e-mail addresses) need pii:read too,
+			// without importing again: the query card itself still asks for inventory:read only.
+			owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners.RequiredScopes = []string{"inventory:read", "pii:read"}
+			if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
+				t.Fatal(err)
+			}
+
+			write := func(name, body string) string {
+				p := filepath.Join(dir, name)
+				if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			t.Setenv("INVENTORY_RO_URL", url)
+			upstreams := write("upstreams.yaml", `upstreams:
+  - server: inventory
+    sql:
+      database_url: ${INVENTORY_RO_URL}
+      max_rows: 3
+      reserved_params: {region: eu-west-1}
+`)
+			tokenFile := write("tokens.yaml", `tokens:
+  - {token: `+oncallToken+`, tenant: acme, subject: oncall-agent, scopes: ["inventory:read", "pii:read"]}
+  - {token: `+readerToken+`, tenant: acme, subject: reader-agent, scopes: ["inventory:read"]}
+`)
+			emb, err := embed.Builtin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ret, err := retriever.New(ctx, st, emb, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ret.Close() })
+			surf, err := agents.Open(agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
+				TokenFile: tokenFile, UpstreamsFile: upstreams, HTTPListen: "127.0.0.1:0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			surf.Serve()
+			t.Cleanup(func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = surf.Shutdown(sctx)
+				_ = surf.Close()
+			})
+			connect := func(token string) *mcp.ClientSession {
+				tr := &mcp.StreamableClientTransport{Endpoint: "http://" + surf.Addr() + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, tr, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cs.Close() })
+				return cs
+			}
+			call := func(cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, string) {
+				t.Helper()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+				if err != nil {
+					t.Fatalf("%s: %v", tool, err)
+				}
+				text := ""
+				if len(res.Content) > 0 {
+					text = res.Content[0].(*mcp.TextContent).Text
+				}
+				return res, text
+			}
+			oncall := connect(oncallToken)
+
+			// A question in plain words finds the two views it needs.
+			_, text := call(oncall, "search_tools", map[string]any{"query": "currently running releases and service owners", "limit": 5})
+			var found struct {
+				Tools []struct{ Name, Server string }
+			}
+			if err := json.Unmarshal([]byte(text), &found); err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tl := range found.Tools {
+				names = append(names, tl.Server+"/"+tl.Name)
+			}
+			if !slices.Contains(names, "inventory/"+s+".running_releases") || !slices.Contains(names, "inventory/"+s+".service_owners") {
+				t.Fatalf("search: %v", names)
+			}
+			t.Logf("search_tools top 5: %v", names)
+
+			// Describe returns the whole row contract.
+			res, text := call(oncall, "describe_tool", map[string]any{"name": s + ".running_releases"})
+			var d struct {
+				Kind         string          `json:"kind"`
+				OutputSchema json.RawMessage `json:"output_schema"`
+			}
+			if err := json.Unmarshal([]byte(text), &d); err != nil || res.IsError || d.Kind != "sql_view" ||
+				!strings.Contains(string(d.OutputSchema), `"identifies":[{"columns":["environment"],"table":"`+s+`.environments","table_key":["name"]},{"columns":["service"],"table":"`+s+`.services","table_key":["name"]}]`) {
+				t.Fatalf("describe: %v %s", err, text)
+			}
+
+			query := func(cs *mcp.ClientSession, sql string, params map[string]any) (*mcp.CallToolResult, string) {
+				t.Helper()
+				args := map[string]any{"sql": strings.ReplaceAll(sql, "S.", s+".")}
+				if params != nil {
+					args["params"] = params
+				}
+				return call(cs, "call_tool", map[string]any{"name": "query", "server": "inventory", "arguments": args})
+			}
+			// A parameterised join of the two views; :region is the connection's.
+			res, text = query(oncall, `SELECT r.service, r.version, o.team, o.oncall_email
+				FROM S.running_releases r JOIN S.service_owners o USING (service)
+				WHERE r.environment = :env AND r.region = :region ORDER BY r.service`, map[string]any{"env": "production"})
+			want := `{"columns":["service","version","team","oncall_email"],"rows":[` +
+				`{"service":"checkout","version":"4.3.0","team":"payments","oncall_email":"payments-oncall@example.com"},` +
+				`{"service":"invoices","version":"1.9.1","team":"payments","oncall_email":"payments-oncall@example.com"}],"row_count":2,"complete":true}`
+			if res.IsError || text != want {
+				t.Fatalf("query:\n%s\nwant\n%s", text, want)
+			}
+			var wantV any
+			_ = json.Unmarshal([]byte(want), &wantV)
+			if !reflect.DeepEqual(res.StructuredContent, wantV) {
+				t.Fatalf("structured content: %v", res.StructuredContent)
+			}
+			// The row limit: a partial result that says so.
+			res, text = query(oncall, "SELECT service, environment FROM S.running_releases ORDER BY 1, 2", nil)
+			if res.IsError || !strings.Contains(text, `"row_count":3,"complete":false,"incomplete_reason":"row_limit"`) {
+				t.Fatalf("row limit: %s", text)
+			}
+			// Refusals, and an SQL error.
+			for _, tc := range []struct {
+				sql    string
+				params map[string]any
+				msg    string
+			}{
+				{"DELETE FROM S.teams", nil, "only a SELECT or WITH query"},
+				{"SELECT 1; DELETE FROM S.teams", nil, "more than one statement"},
+				{"WITH gone AS (DELETE FROM S.teams RETURNING 1) SELECT * FROM gone", nil, "tried to write"},
+				{"SELECT * FROM S.running_releases WHERE region = :region", map[string]any{"region": "us-east-1"}, `"region" is reserved`},
+				{"SELECT nonexistent_col FROM S.teams", nil, `column "nonexistent_col" does not exist (SQLSTATE 42703)`},
+			} {
+				res, text := query(oncall, tc.sql, tc.params)
+				if !res.IsError || !strings.Contains(text, tc.msg) {
+					t.Errorf("%s: %v %s, want an error mentioning %q", tc.sql, res.IsError, text, tc.msg)
+				}
+			}
+			res, text = query(oncall, "SELECT count(*) AS teams FROM S.teams", nil)
+			if res.IsError || !strings.Contains(text, `"rows":[{"teams":3}]`) {
+				t.Fatalf("the refused writes wrote: %s", text)
+			}
+			// A view card is described, not called.
+			res, text = call(oncall, "call_tool", map[string]any{"name": s + ".teams_missing"})
+			if !res.IsError || !strings.Contains(text, "unknown tool") {
+				t.Fatalf("unknown: %s", text)
+			}
+			res, text = call(oncall, "call_tool", map[string]any{"name": s + ".running_releases", "arguments": map[string]any{}})
+			if !res.IsError || !strings.Contains(text, "run SQL on it with inventory/query") {
+				t.Fatalf("calling a view card: %s", text)
+			}
+
+			// A caller without the scopes of every view cannot query: unknown, and nothing ran.
+			reader := connect(readerToken)
+			res, text = query(reader, "SELECT service FROM S.running_releases", nil)
+			if !res.IsError || text != `unknown tool "query"` {
+				t.Fatalf("reader: %s", text)
+			}
+			// After the next import the query card asks for pii:read itself: the reader
+			// does not even find it.
+			importInventory(t, ctx, st, url, s)
+			if err := ret.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_, text = call(reader, "search_tools", map[string]any{"query": "run a SQL query on the inventory database"})
+			if strings.Contains(text, `"name":"query"`) {
+				t.Fatalf("the reader sees the query card: %s", text)
+			}
+			_, text = call(oncall, "search_tools", map[string]any{"query": "run a SQL query on the inventory database"})
+			if !strings.Contains(text, `"name":"query"`) {
+				t.Fatalf("the on-call agent lost the query card: %s", text)
+			}
+
+			// The audit log: every call, its outcome and size, never rows or values.
+			audit, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, secret := range []string{"production", "checkout", "payments-oncall", "us-east-1", "eu-west-1", "SELECT", "nonexistent_col"} {
+				if strings.Contains(string(audit), secret) {
+					t.Fatalf("the audit log holds %q:\n%s", secret, audit)
+				}
+			}
+			var outcomes []string
+			for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
+				var m map[string]any
+				_ = json.Unmarshal([]byte(line), &m)
+				o := m["outcome"].(string)
+				if n, ok := m["row_count"]; ok {
+					o += " rows=" + jsonNum(n)
+				}
+				if r, ok := m["incomplete_reason"]; ok {
+					o += " " + r.(string)
+				}
+				if d, ok := m["detail"]; ok && m["outcome"] == "sql_error" {
+					o += " " + d.(string)
+				}
+				outcomes = append(outcomes, o)
+			}
+			wantOutcomes := []string{"ok rows=2", "ok rows=3 row_limit", "denied_statement", "denied_statement", "denied_statement",
+				"denied_reserved_parameter", "sql_error SQLSTATE 42703", "ok rows=1", "denied_unknown_tool", "not_registered", "denied_unknown_tool"}
+			if !slices.Equal(outcomes, wantOutcomes) {
+				t.Fatalf("audit outcomes:\n%q\nwant\n%q", outcomes, wantOutcomes)
+			}
+		})
+	}
+}
+
+func jsonNum(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,261 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/access/audittrail"
+	"github.com/seed0cff8200/cardex/internal/access/auth"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/telemetry/discoverylog"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
+	"github.com/seed0cff8200/cardex/internal/telemetry/metrics"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+type discovery struct {
+	pb.UnimplementedDiscoveryServiceServer
+	ret   *retriever.Retriever
+	dlog  *discoverylog.Log
+	fb    *feedback.Recorder
+	trail *audittrail.Trail
+	log   *slog.Logger
+	// metrics may be nil.
+	metrics *metrics.Metrics
+}
+
+func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
+	start := time.Now()
+	caller := apiconv.CallerFromProto(req.GetCaller())
+	r := retriever.Request{
+		Caller:  caller,
+		Query:   req.GetQuery(),
+		Intents: req.GetIntents(),
+		TopK:    int(req.GetTopK()),
+		Fusion:  req.GetFusion(),
+	}
+	if req.Alpha != nil {
+		r.Alpha, r.AlphaSet = req.GetAlpha(), true
+	}
+	if req.MinConfidence != nil {
+		m := req.GetMinConfidence()
+		r.MinConfidence = &m
+	}
+	for _, ref := range req.GetAlwaysLoad() {
+		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
+	}
+	res, err := s.ret.Discover(ctx, r)
+	if err != nil {
+		return nil, toStatus(s.log, "DiscoverTools", err)
+	}
+	out := &pb.DiscoverToolsResponse{
+		DiscoveryId:         uuid.NewString(),
+		CandidateCount:      int32(res.CandidateCount),
+		Degraded:            res.Degraded,
+		LowConfidence:       res.LowConfidence,
+		ReformulatedQuery:   res.Reformulated,
+		ReformulatedIntents: res.ReformulatedIntents,
+		Abstained:           res.Abstained,
+		AbstainedIntents:    int32s(res.AbstainedIntents),
+		MinConfidence:       res.MinConfidence,
+		Tokens: &pb.TokenEstimate{
+			ShortlistTokens: res.ShortlistTokens,
+			CatalogTokens:   res.CatalogTokens,
+			Method:          retriever.TokenMethod,
+		},
+	}
+	logged := make([]discoverylog.Returned, 0, len(res.Tools))
+	remembered := make([]feedback.Tool, 0, len(res.Tools))
+	var intentsOf map[feedback.Tool][]string
+	for _, t := range res.Tools {
+		out.Tools = append(out.Tools, &pb.DiscoveredTool{
+			Card: apiconv.CardToProto(&t.Card, true),
+			Scores: &pb.Scores{
+				Lexical:      t.Scores.Lexical,
+				Semantic:     t.Scores.Semantic,
+				Fused:        t.Scores.Score,
+				LexicalRank:  int32(t.Scores.LexicalRank),
+				SemanticRank: int32(t.Scores.SemanticRank),
+			},
+			MatchedFields: t.Scores.Fields,
+			Reason:        t.Reason,
+			Pinned:        t.Pinned,
+			Tokens:        int32(t.Tokens),
+			Confidence:    t.Scores.Confidence,
+			Intents:       int32s(t.Intents),
+			ForQuery:      t.ForQuery,
+			Alternatives:  refs(t.Alternatives),
+		})
+		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
+		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
+		remembered = append(remembered, ft)
+		for _, i := range t.Intents {
+			if intentsOf == nil {
+				intentsOf = map[feedback.Tool][]string{}
+			}
+			intentsOf[ft] = append(intentsOf[ft], r.Intents[i])
+		}
+	}
+	if s.fb != nil {
+		s.fb.Remember(feedback.Discovery{ID: out.DiscoveryId, Tenant: caller.Tenant, Subject: caller.Subject,
+			SessionID: caller.SessionID, Query: r.Query, Returned: remembered, Intents: intentsOf, LowConfidence: res.LowConfidence, Time: start})
+	}
+	if s.dlog != nil {
+		entry := discoverylog.Entry{
+			ID:             out.DiscoveryId,
+			Time:           start.UTC(),
+			Tenant:         caller.Tenant,
+			SessionID:      caller.SessionID,
+			TopK:           r.TopK,
+			Returned:       logged,
+			CandidateCount: res.CandidateCount,
+			LatencyMS:      float64(time.Since(start).Microseconds()) / 1000,
+			LowConfidence:  res.LowConfidence,
+			Degraded:       res.Degraded,
+			Abstained:      res.Abstained,
+			Intents:        r.Intents,
+		}
+		if entry.TopK == 0 {
+			entry.TopK = retriever.DefaultTopK
+		}
+		if err := s.dlog.Append(entry, caller.Subject, r.Query); err != nil {
+			s.log.Warn("discovery log append failed", "err", err)
+		}
+	}
+	s.metrics.Discovery(caller.Tenant, &res, time.Since(start))
+	return out, nil
+}
+
+func refs(ks []cards.Key) []*pb.ToolRef {
+	var out []*pb.ToolRef
+	for _, k := range ks {
+		out = append(out, &pb.ToolRef{Server: k.Server, Name: k.Name})
+	}
+	return out
+}
+
+func int32s(xs []int) []int32 {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+func (s *discovery) SearchTools(ctx context.Context, req *pb.SearchToolsRequest) (*pb.SearchToolsResponse, error) {
+	rows, next, err := s.ret.Search(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetQuery(), int(req.GetPageSize()), req.GetCursor())
+	if err != nil {
+		return nil, toStatus(s.log, "SearchTools", err)
+	}
+	out := &pb.SearchToolsResponse{NextCursor: next}
+	for _, r := range rows {
+		out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
+	}
+	return out, nil
+}
+
+func (s *discovery) DescribeTool(ctx context.Context, req *pb.DescribeToolRequest) (*pb.DescribeToolResponse, error) {
+	res, err := s.ret.Describe(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetName(), req.GetServer())
+	if err != nil {
+		return nil, toStatus(s.log, "DescribeTool", err)
+	}
+	if res.Ambiguous != nil {
+		return &pb.DescribeToolResponse{AmbiguousServers: res.Ambiguous}, nil
+	}
+	s.used(req.GetCaller(), res.Card.Server, res.Card.Name)
+	return &pb.DescribeToolResponse{Card: apiconv.CardToProto(&res.Card, true)}, nil
+}
+
+var decisions = map[retriever.Decision]pb.AuthorizeCallResponse_Decision{
+	retriever.Allow:                pb.AuthorizeCallResponse_DECISION_ALLOW,
+	retriever.DenyUnknownTool:      pb.AuthorizeCallResponse_DECISION_DENY_UNKNOWN_TOOL,
+	retriever.DenyAmbiguous:        pb.AuthorizeCallResponse_DECISION_DENY_AMBIGUOUS,
+	retriever.DenyInvalidArguments: pb.AuthorizeCallResponse_DECISION_DENY_INVALID_ARGUMENTS,
+}
+
+func (s *discovery) AuthorizeCall(ctx context.Context, req *pb.AuthorizeCallRequest) (*pb.AuthorizeCallResponse, error) {
+	a, err := s.ret.Authorize(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetName(), req.GetServer(), []byte(req.GetArgumentsJson()))
+	if err != nil {
+		return nil, toStatus(s.log, "AuthorizeCall", err)
+	}
+	out := &pb.AuthorizeCallResponse{
+		Decision:         decisions[a.Decision],
+		Allowed:          a.Decision == retriever.Allow,
+		Message:          a.Message,
+		AmbiguousServers: a.Ambiguous,
+		Violations:       a.Violations,
+	}
+	entry := audittrail.Entry{Type: audittrail.TypeAuthorize, Method: "AuthorizeCall", Tenant: req.GetCaller().GetTenant(),
+		Server: req.GetServer(), Name: req.GetName(), Outcome: string(a.Decision)}
+	if a.Decision != retriever.DenyUnknownTool && a.Decision != retriever.DenyAmbiguous {
+		out.Tool = &pb.ToolRef{Server: a.Key.Server, Name: a.Key.Name}
+		out.CardVersion = a.Version
+		s.used(req.GetCaller(), a.Key.Server, a.Key.Name)
+		entry.Server, entry.Name, entry.CardVersion = a.Key.Server, a.Key.Name, a.Version
+	}
+	if s.trail != nil {
+		p, _ := auth.FromContext(ctx)
+		entry.Principal = p.Name
+		if err := s.trail.Append(req.GetCaller().GetSubject(), entry); err != nil {
+			s.log.Warn("audit trail append failed", "err", err)
+		}
+	}
+	return out, nil
+}
+
+// used feeds the implicit-miss detector: an authorized tool described or
+// authorized that none of the session's recent shortlists held.
+func (s *discovery) used(c *pb.Caller, server, name string) {
+	if s.fb != nil {
+		s.fb.Used(c.GetTenant(), c.GetSubject(), c.GetSessionId(), feedback.Tool{Server: server, Name: name})
+	}
+}
+
+func (s *discovery) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
+	caller := apiconv.CallerFromProto(req.GetCaller())
+	if s.fb == nil {
+		return nil, status.Error(codes.Unavailable, "outcomes are not recorded by this server")
+	}
+	if err := retriever.ValidateCaller(caller); err != nil {
+		return nil, toStatus(s.log, "ReportOutcome", err)
+	}
+	if req.GetDiscoveryId() == "" {
+		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("discovery_id", "is required"))
+	}
+	var used *feedback.Tool
+	switch o := req.GetOutcome().(type) {
+	case *pb.ReportOutcomeRequest_UsedTool:
+		// The tool must be one the caller may use: an unknown and a
+		// forbidden tool get the same NotFound, and nothing is learned.
+		res, err := s.ret.Describe(ctx, caller, o.UsedTool.GetName(), o.UsedTool.GetServer())
+		if err != nil {
+			return nil, toStatus(s.log, "ReportOutcome", err)
+		}
+		if res.Ambiguous != nil {
+			return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("used_tool.server", "is required: %q is ambiguous (%s)", o.UsedTool.GetName(), strings.Join(res.Ambiguous, ", ")))
+		}
+		used = &feedback.Tool{Server: res.Card.Server, Name: res.Card.Name}
+	case *pb.ReportOutcomeRequest_NoneFit:
+		if !o.NoneFit {
+			return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("none_fit", "must be true when given; or report used_tool"))
+		}
+	default:
+		return nil, toStatus(s.log, "ReportOutcome", cards.Invalid("outcome", "is required: used_tool or none_fit"))
+	}
+	miss, err := s.fb.Outcome(ctx, caller.Tenant, caller.Subject, req.GetDiscoveryId(), used, used == nil)
+	if err != nil {
+		return nil, toStatus(s.log, "ReportOutcome", err)
+	}
+	return &pb.ReportOutcomeResponse{Miss: miss}, nil
+}

@@ -1,0 +1,270 @@
+package pgvec_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/cards/postgres"
+	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/postgres/pgvec"
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+var (
+	verbs   = []string{"get", "list", "create", "update", "delete", "search", "export", "import", "archive", "approve", "cancel", "sync"}
+	nouns   = []string{"order", "invoice", "ticket", "issue", "user", "customer", "payment", "refund", "subscription", "account", "report", "metric", "alert", "incident", "deployment", "build", "file", "employee", "role", "token"}
+	adjs    = []string{"open", "closed", "pending", "overdue", "recent", "archived", "failed", "draft", "shared", "monthly", "critical", "unpaid"}
+	servers = []string{"billing", "crm", "support", "devops", "hr", "analytics", "storage", "identity"}
+)
+
+// catalogue returns n cards of tenant, deterministic from seed.
+func catalogue(n int, seed int64, tenant string) []cards.Card {
+	rng := rand.New(rand.NewSource(seed))
+	pick := func(s []string) string { return s[rng.Intn(len(s))] }
+	out := make([]cards.Card, n)
+	for i := range out {
+		v, noun, adj := pick(verbs), pick(nouns), pick(adjs)
+		out[i] = cards.Card{
+			Tenant: tenant, Server: pick(servers), Name: fmt.Sprintf("%s_%s_%05d", v, noun, i),
+			Summary: fmt.Sprintf("%s %s %s records for a %s account.", v, adj, noun, pick(nouns)),
+			Aliases: []string{v + " " + noun, adj + " " + noun + "s"},
+		}
+	}
+	return out
+}
+
+func putAll(t testing.TB, s cards.Store, cs []cards.Card) {
+	t.Helper()
+	for i := 0; i < len(cs); i += 1000 {
+		if _, err := s.Put(context.Background(), cs[i:min(i+1000, len(cs))]); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// exact is the reference: cosine (dot of unit vectors) over every candidate.
+func exact(q []float32, vecs map[cards.Key]cards.Embedding, k int) []cards.Key {
+	type kv struct {
+		k cards.Key
+		s float64
+	}
+	var all []kv
+	for key, e := range vecs {
+		all = append(all, kv{key, dot(q, e.Vector)})
+	}
+	slices.SortFunc(all, func(a, b kv) int {
+		if a.s != b.s {
+			if a.s > b.s {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.k.String(), b.k.String())
+	})
+	out := []cards.Key{}
+	for _, x := range all[:min(k, len(all))] {
+		out = append(out, x.k)
+	}
+	return out
+}
+
+// TestFilteredRecall: 10,000 cards, one tenant owning 1% of them. A search
+// for that tenant, and one restricted to 1% of the big tenant's cards (as a
+// caller with few scopes would be), both return a full top-N, equal to the
+// exact search over the same vectors, through the HNSW index.
+func TestFilteredRecall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 cards: not in -short")
+	}
+	ctx := context.Background()
+	store := pgtest.Open(t, pgtest.Options{URL: pgtest.BulkURL(t)})
+	emb := embed.NewHashed(embed.DefaultDim)
+	model, dim := emb.Model(), emb.Dim()
+
+	// Load first, index after (an HNSW index built in one go is much
+	// faster than one grown row by row).
+	if err := store.DropVectorIndex(ctx, model, dim); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	big := catalogue(9900, 1, "big")
+	small := catalogue(100, 2, "small")
+	putAll(t, store, big)
+	putAll(t, store, small)
+	idx := pgvec.New(store, model, dim).WithTimeout(time.Minute)
+	ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ret.Close()
+	t.Logf("10,000 cards stored and embedded in %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := store.EnsureVectorIndex(ctx, model, dim); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Analyze(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("HNSW index built in %s", time.Since(start).Round(time.Millisecond))
+
+	keysOf := func(cs []cards.Card) []cards.Key {
+		out := make([]cards.Key, len(cs))
+		for i := range cs {
+			out[i] = cs[i].Key()
+		}
+		return out
+	}
+	smallVecs, err := store.Embeddings(ctx, model, keysOf(small))
+	if err != nil || len(smallVecs) != 100 {
+		t.Fatalf("small tenant vectors: %d, %v", len(smallVecs), err)
+	}
+	// 1% of the big tenant: every 100th card.
+	var subset []cards.Card
+	for i := 0; i < len(big); i += 100 {
+		subset = append(subset, big[i])
+	}
+	subsetVecs, err := store.Embeddings(ctx, model, keysOf(subset))
+	if err != nil || len(subsetVecs) != len(subset) {
+		t.Fatalf("subset vectors: %d, %v", len(subsetVecs), err)
+	}
+	subsetIDs := make([]string, len(subset))
+	for i := range subset {
+		subsetIDs[i] = retriever.DocID(subset[i].Key())
+	}
+
+	queries := []string{"cancel an unpaid invoice", "list failed deployments", "approve a refund", "export monthly report",
+		"search open tickets", "update customer account", "delete archived files", "sync employee roles"}
+	const topN = 10
+	cases := []struct {
+		name   string
+		filter retriever.Filter
+		vecs   map[cards.Key]cards.Embedding
+	}{
+		{"tenant with 1% of the cards", retriever.Filter{Tenant: "small"}, smallVecs},
+		{"1% of a tenant's cards by ID", retriever.Filter{Tenant: "big", IDs: subsetIDs}, subsetVecs},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, qs := range queries {
+				qv, err := emb.Embed(ctx, []string{qs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hits, err := idx.Search(ctx, qv[0], tc.filter, topN)
+				if err != nil {
+					t.Fatalf("%q: %v", qs, err)
+				}
+				if len(hits) != topN {
+					t.Fatalf("%q: %d hits, want a full top-%d", qs, len(hits), topN)
+				}
+				var got []cards.Key
+				for _, h := range hits {
+					k, _ := retriever.ParseDocID(h.ID)
+					got = append(got, k)
+				}
+				if want := exact(qv[0], tc.vecs, topN); !slices.Equal(got, want) {
+					t.Errorf("%q:\n got  %v\n want %v (exact)", qs, got, want)
+				}
+			}
+		})
+	}
+
+	// With real statistics the planner takes the HNSW index for a
+	// tenant-wide search and for the candidate-ID filter (iterative scans do
+	// the filtering), and may scan the small tenant's rows exactly.
+	qv, _ := emb.Embed(ctx, []string{"approve a refund"})
+	subsetKeys := keysOf(subset)
+	for _, p := range []struct {
+		name     string
+		q        postgres.VectorQuery
+		wantHNSW bool
+	}{
+		{"big tenant", postgres.VectorQuery{Tenant: "big"}, true},
+		{"1% of the big tenant by ID", postgres.VectorQuery{Tenant: "big", Keys: subsetKeys}, false},
+		{"small tenant", postgres.VectorQuery{Tenant: "small"}, false},
+	} {
+		p.q.Model, p.q.Dim, p.q.Vector, p.q.K = model, dim, qv[0], topN
+		plan, err := store.ExplainVectorSearch(ctx, p.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uses := strings.Contains(plan, postgres.VectorIndexName(model, dim))
+		t.Logf("%s: HNSW index used: %v", p.name, uses)
+		if p.wantHNSW && !uses {
+			t.Errorf("%s: the search does not use the HNSW index:\n%s", p.name, plan)
+		}
+	}
+
+	// Forced through the HNSW index, the selective filters still give a
+	// full top-N thanks to iterative scans (HNSW is approximate: require
+	// 90% of the exact top-N, and report what was found); without them the
+	// index scan stops after ef_search (40) neighbours, most of them
+	// filtered out, and returns too few.
+	for _, tc := range cases {
+		var found, total, withoutIter int
+		for _, qs := range queries {
+			qv, _ := emb.Embed(ctx, []string{qs})
+			q := postgres.VectorQuery{Model: model, Dim: dim, Tenant: tc.filter.Tenant, Vector: qv[0], K: topN, ForceIndex: true}
+			if tc.filter.IDs != nil {
+				q.Keys = subsetKeys
+			}
+			plan, err := store.ExplainVectorSearch(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, postgres.VectorIndexName(model, dim)) {
+				t.Fatalf("%s: ForceIndex did not force the HNSW index:\n%s", tc.name, plan)
+			}
+			hits, err := store.SearchVectors(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hits) != topN {
+				t.Errorf("%s, HNSW forced, %q: %d hits, want a full top-%d", tc.name, qs, len(hits), topN)
+			}
+			want := exact(qv[0], tc.vecs, topN)
+			for _, h := range hits {
+				if slices.Contains(want, h.Key) {
+					found++
+				}
+			}
+			total += topN
+			q.NoIterativeScan = true
+			few, err := store.SearchVectors(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withoutIter += len(few)
+		}
+		t.Logf("%s, HNSW forced: recall@%d %.3f against exact search; without iterative scans %d of %d rows",
+			tc.name, topN, float64(found)/float64(total), withoutIter, total)
+		if float64(found)/float64(total) < 0.9 {
+			t.Errorf("%s, HNSW forced: recall@%d %.3f, want >= 0.9", tc.name, topN, float64(found)/float64(total))
+		}
+	}
+
+	// And through the retriever: the semantic leg answers for the small
+	// tenant too.
+	res, err := ret.Discover(ctx, retriever.Request{Caller: retriever.Caller{Tenant: "small", Scopes: []string{"*"}}, Query: "approve a refund", TopK: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Degraded || len(res.Tools) != 5 || res.Tools[0].Scores.SemanticRank == 0 && res.Tools[1].Scores.SemanticRank == 0 {
+		t.Errorf("Discover = degraded %v, %d tools, first %+v", res.Degraded, len(res.Tools), res.Tools)
+	}
+}
