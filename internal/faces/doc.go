@@ -1,0 +1,11 @@
+// Package faces groups what callers talk to: the gRPC API (server), the MCP
+// front (mcpfront), the agent-facing surfaces that share one gateway (agents)
+// and the web console (console). A face authenticates, converts its wire
+// format to plain Go types and calls the layers below; it holds no policy of
+// its own.
+//
+// May import: ops, sources, execution, postgres, access, telemetry, codec, core.
+//
+// (core: retriever, eval, cards, embed, proto, migrations; the rule is
+// checked by internal/layout_test.go.)
+package faces
