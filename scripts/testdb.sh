@@ -34,6 +34,7 @@ testdb_start_pglite() {
 	fi
 	# npm ci when node_modules does not match package-lock.json.
 	if ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
+		echo "scripts/test: installing PGlite (npm ci)" >&2
 		npm ci --no-audit --no-fund --loglevel=error >&2
 		cp package-lock.json node_modules/.cardex-package-lock.json
 	fi
@@ -118,6 +119,18 @@ testdb_start_native() {
 		{ cat "$NATIVE_PG_DATA/log" >&2; exit 1; }
 	export CARDEX_TEST_NATIVE_PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 	echo "scripts/test: native PostgreSQL 15 on 127.0.0.1:$port" >&2
+}
+
+# testdb_installs prints, one a line, what testdb_start would install:
+# the npm packages of package-lock.json (PGlite) when node_modules does not
+# match it, PostgreSQL 15 when it is missing (installed only as root).
+testdb_installs() {
+	if [ -z "${CARDEX_TEST_DATABASE_URL:-}" ] && ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
+		echo "PGlite and its pgvector extension (npm ci of package-lock.json into ./node_modules)"
+	fi
+	if [ -z "${CARDEX_TEST_NATIVE_PG_URL:-}" ] && [ ! -x "$PG_BIN/initdb" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "PostgreSQL 15 (apt-get install postgresql-15)"
+	fi
 }
 
 testdb_start() {
