@@ -686,7 +686,10 @@ func TestExamplesBasisHash(t *testing.T) {
 		{"parameter type only", func(c *Card) {
 			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"order":{"type":"object","description":"The order","properties":{"id":{"type":"integer"}}}}}`)
 		}, false},
-		{"examples", func(c *Card) { c.SearchExamples = []string{"x"}; c.ExamplesSource = &ExamplesSource{Author: AuthorPerson} }, false},
+		{"examples", func(c *Card) {
+			c.SearchExamples = []string{"x"}
+			c.ExamplesSource = &ExamplesSource{Author: AuthorPerson}
+		}, false},
 		{"aliases, tags, scopes, status, version", func(c *Card) {
 			c.Aliases, c.Tags, c.RequiredScopes, c.Status, c.Version = []string{"a"}, []string{"t"}, []string{"s:r"}, StatusRevoked, 7
 		}, false},
