@@ -52,8 +52,9 @@ func NormalizeBatch(ctx context.Context, cs []Card) ([]Card, error) {
 // stored card (nil when there is none) and the last version of a deleted
 // card of that key (0 when there was none): optimistic concurrency
 // (ErrConflict), Unchanged for identical content, otherwise the next version
-// — monotonic across delete and re-create. It sets c.Version and reports
-// whether the card must be written.
+// — monotonic across delete and re-create. Search examples follow the rules
+// of examples.go (mergeExamples): c may take the stored ones. It sets
+// c.Version and reports whether the card must be written.
 func PlanPut(i int, c *Card, stored *Card, lastDeleted int64) (PutResult, bool, error) {
 	res := PutResult{Key: c.Key()}
 	switch {
@@ -64,6 +65,7 @@ func PlanPut(i int, c *Card, stored *Card, lastDeleted int64) (PutResult, bool, 
 		return res, false, fmt.Errorf("%w: %s (%s): expected version %d, stored version is %d",
 			ErrConflict, BatchItem(i, c), c.Key(), c.Version, stored.Version)
 	}
+	res.ExamplesKept = mergeExamples(c, stored)
 	if stored != nil && SameContent(c, stored) {
 		res.Version, res.Outcome = stored.Version, Unchanged
 		return res, false, nil

@@ -67,6 +67,11 @@ type Card struct {
 	Annotations    Annotations     `json:"annotations,omitzero"`
 	InputSchema    json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema   json.RawMessage `json:"output_schema,omitempty"`
+	// SearchExamples are requests the tool serves (examples.go): searched
+	// and embedded, never shown to an agent. ExamplesSource says who wrote
+	// them and from which card text.
+	SearchExamples []string        `json:"search_examples,omitempty"`
+	ExamplesSource *ExamplesSource `json:"search_examples_source,omitempty"`
 	// Version is monotonic per card and starts at 1. On a put it is the
 	// expected current version: 0 means "no check" (create or overwrite).
 	Version   int64     `json:"version,omitempty"`
@@ -84,6 +89,8 @@ func (c *Card) Clone() Card {
 	out.RequiredScopes = cloneStrings(c.RequiredScopes)
 	out.InputSchema = cloneBytes(c.InputSchema)
 	out.OutputSchema = cloneBytes(c.OutputSchema)
+	out.SearchExamples = cloneStrings(c.SearchExamples)
+	out.ExamplesSource = c.ExamplesSource.clone()
 	out.Annotations = Annotations{
 		ReadOnly:    cloneBool(c.Annotations.ReadOnly),
 		Destructive: cloneBool(c.Annotations.Destructive),

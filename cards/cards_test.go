@@ -408,6 +408,16 @@ input_schema:
 		{"json list upper-case extension", "C.JSON", `[{"tenant":"acme","server":"s","name":"a","summary":"x"},{"tenant":"acme","server":"s","name":"b","summary":"y"}]`, []string{"s/a", "s/b"}, ""},
 		{"json in a yaml file", "c.yaml", `{"tenant":"acme","server":"s","name":"n","summary":"x"}`, []string{"s/n"}, ""},
 		{"empty", "c.yaml", "\n# nothing here\n", nil, ""},
+		{"search examples", "c.yaml", `
+tenant: acme
+server: shipping
+name: track
+summary: Track a parcel
+search_examples: [where is my parcel, has order 1234 shipped]
+search_examples_source: {author: model, model: m1, prompt_version: v1}
+`, []string{"shipping/track"}, ""},
+		{"unknown field of search_examples_source", "bad.yaml", "tenant: t\nserver: s\nname: a\nsummary: x\nsearch_examples_source:\n  author: person\n  by: me\n",
+			nil, "bad.yaml:7: search_examples_source.by: unknown field"},
 		{"unknown field yaml", "bad.yaml", "tenant: acme\nserver: s\nname: refund\nsumary: typo\n", nil, `unknown field "sumary"`},
 		{"unknown field json", "bad.json", `{"name":"n","scopes":["a"]}`, nil, `unknown field "scopes"`},
 		{"yaml in a json file", "bad.json", "name: n\n", nil, "bad.json"},
@@ -645,5 +655,67 @@ func TestParseEntriesServers(t *testing.T) {
 	}
 	if cs, sources, err := LoadPath(dir); err != nil || len(cs) != 1 || sources[0] != src("a.yaml", 2) {
 		t.Errorf("LoadPath = %v, %v, %v", cs, sources, err)
+	}
+}
+
+// The examples' basis hash follows the text examples are written from, and
+// nothing else.
+func TestExamplesBasisHash(t *testing.T) {
+	base := valid()
+	base.InputSchema = json.RawMessage(`{"type":"object","properties":{"order":{"type":"object","description":"The order","properties":{"id":{"type":"string"}}}}}`)
+	h := base.ExamplesBasisHash()
+	if len(h) != 32 || h != base.ExamplesBasisHash() {
+		t.Fatalf("hash %q is not stable hex of 32", h)
+	}
+	tests := []struct {
+		name    string
+		edit    func(c *Card)
+		changes bool
+	}{
+		{"summary", func(c *Card) { c.Summary += "!" }, true},
+		{"description", func(c *Card) { c.Description = "More." }, true},
+		{"server", func(c *Card) { c.Server = "other" }, true},
+		{"name", func(c *Card) { c.Name = "other" }, true},
+		{"when_not_to_use", func(c *Card) { c.WhenNotToUse = "Not for x." }, true},
+		{"parameter description", func(c *Card) {
+			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"order":{"type":"object","description":"An order","properties":{"id":{"type":"string"}}}}}`)
+		}, true},
+		{"nested parameter", func(c *Card) {
+			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"order":{"type":"object","description":"The order","properties":{"ref":{"type":"string"}}}}}`)
+		}, true},
+		{"parameter type only", func(c *Card) {
+			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"order":{"type":"object","description":"The order","properties":{"id":{"type":"integer"}}}}}`)
+		}, false},
+		{"examples", func(c *Card) {
+			c.SearchExamples = []string{"x"}
+			c.ExamplesSource = &ExamplesSource{Author: AuthorPerson}
+		}, false},
+		{"aliases, tags, scopes, status, version", func(c *Card) {
+			c.Aliases, c.Tags, c.RequiredScopes, c.Status, c.Version = []string{"a"}, []string{"t"}, []string{"s:r"}, StatusRevoked, 7
+		}, false},
+		{"tenant", func(c *Card) { c.Tenant = "globex" }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base.Clone()
+			tc.edit(&c)
+			if got := c.ExamplesBasisHash() != h; got != tc.changes {
+				t.Errorf("hash changed = %v, want %v", got, tc.changes)
+			}
+		})
+	}
+	// Stale: examples present and written from other text.
+	c := base.Clone()
+	if c.ExamplesStale() {
+		t.Error("a card without examples is not stale")
+	}
+	c.SearchExamples = []string{"x"}
+	c.ExamplesSource = &ExamplesSource{Author: AuthorModel, Model: "m", CardHash: h}
+	if c.ExamplesStale() {
+		t.Error("fresh examples are stale")
+	}
+	c.Summary = "Changed"
+	if !c.ExamplesStale() {
+		t.Error("examples of the old summary are not stale")
 	}
 }

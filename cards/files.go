@@ -523,9 +523,14 @@ func join(path, key string) string {
 }
 
 var (
-	cardFields       = jsonFields(reflect.TypeFor[Card]())
-	annotationFields = jsonFields(reflect.TypeFor[Annotations]())
-	serverFields     = jsonFields(reflect.TypeFor[serverEntry]())
+	cardFields = jsonFields(reflect.TypeFor[Card]())
+	// nestedFields are the fields of a card's mappings, by the card field
+	// holding them.
+	nestedFields = map[string][]string{
+		"annotations":            jsonFields(reflect.TypeFor[Annotations]()),
+		"search_examples_source": jsonFields(reflect.TypeFor[ExamplesSource]()),
+	}
+	serverFields = jsonFields(reflect.TypeFor[serverEntry]())
 )
 
 func jsonFields(t reflect.Type) []string {
@@ -558,10 +563,10 @@ func decodeStrict(n *node, v any, fields []string, what string) error {
 		if !slices.Contains(fields, k) {
 			return lineErr(n.vals[i].line, "unknown field %q (the fields are %s)", k, strings.Join(fields, ", "))
 		}
-		if v := n.vals[i]; k == "annotations" && v.kind == kindObject {
+		if v, sub := n.vals[i], nestedFields[k]; sub != nil && v.kind == kindObject {
 			for j, ak := range v.keys {
-				if !slices.Contains(annotationFields, ak) {
-					return lineErr(v.vals[j].line, "annotations.%s: unknown field (the fields are %s)", ak, strings.Join(annotationFields, ", "))
+				if !slices.Contains(sub, ak) {
+					return lineErr(v.vals[j].line, "%s.%s: unknown field (the fields are %s)", k, ak, strings.Join(sub, ", "))
 				}
 			}
 		}

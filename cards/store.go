@@ -20,6 +20,9 @@ type PutResult struct {
 	Key     Key
 	Version int64
 	Outcome Outcome
+	// ExamplesKept: the put's search examples were a model's and the card
+	// holds a person's, which were kept (examples.go).
+	ExamplesKept bool
 }
 
 // ListQuery selects cards for List. Tenant is required.

@@ -151,6 +151,10 @@ func Normalize(c *Card) error {
 	if c.OutputSchema, err = normalizeSchema("output_schema", c.OutputSchema); err != nil {
 		return err
 	}
+	// Last: the examples' card hash is of the normalised card.
+	if err := normalizeExamples(c); err != nil {
+		return err
+	}
 	if c.Version < 0 {
 		return Invalid("version", "must be 0 (no check) or the expected current version, got %d", c.Version)
 	}

@@ -158,18 +158,27 @@ func keyArrays(keys []cards.Key) (t, sv, n []string) {
 
 const cardColumns = `tenant, server, name, kind, summary, description, aliases, tags, when_not_to_use,
 	required_scopes, status, read_only, destructive, idempotent, open_world, input_schema, output_schema,
-	version, updated_at`
+	version, updated_at, search_examples, search_examples_source`
 
 func scanCard(row pgx.Row) (cards.Card, error) {
 	var c cards.Card
 	var kind, status string
-	var aliases, tags, scopes []string
-	var in, out []byte
+	var aliases, tags, scopes, examples []string
+	var in, out, source []byte
 	err := row.Scan(&c.Tenant, &c.Server, &c.Name, &kind, &c.Summary, &c.Description, &aliases, &tags, &c.WhenNotToUse,
 		&scopes, &status, &c.Annotations.ReadOnly, &c.Annotations.Destructive, &c.Annotations.Idempotent,
-		&c.Annotations.OpenWorld, &in, &out, &c.Version, &c.UpdatedAt)
+		&c.Annotations.OpenWorld, &in, &out, &c.Version, &c.UpdatedAt, &examples, &source)
 	if err != nil {
 		return cards.Card{}, err
+	}
+	if len(examples) > 0 {
+		c.SearchExamples = examples
+	}
+	if len(source) > 0 && string(source) != "null" {
+		c.ExamplesSource = new(cards.ExamplesSource)
+		if err := json.Unmarshal(source, c.ExamplesSource); err != nil {
+			return cards.Card{}, fmt.Errorf("card %s: search_examples_source: %w", c.Key(), err)
+		}
 	}
 	c.Kind, c.Status = cards.Kind(kind), cards.Status(status)
 	if len(aliases) > 0 {
@@ -215,6 +224,9 @@ type row struct {
 	OutputSchema   []byte   `json:"output_schema"`
 	Version        int64    `json:"version"`
 	Seq            int64    `json:"seq"`
+	SearchExamples []string `json:"search_examples"`
+	// ExamplesSource is nil (JSON null, SQL NULL) without examples.
+	ExamplesSource *cards.ExamplesSource `json:"search_examples_source"`
 }
 
 func nonNil(s []string) []string {
@@ -232,6 +244,7 @@ func toRow(c *cards.Card, seq int64) row {
 		ReadOnly: c.Annotations.ReadOnly, Destructive: c.Annotations.Destructive,
 		Idempotent: c.Annotations.Idempotent, OpenWorld: c.Annotations.OpenWorld,
 		InputSchema: c.InputSchema, OutputSchema: c.OutputSchema, Version: c.Version, Seq: seq,
+		SearchExamples: nonNil(c.SearchExamples), ExamplesSource: c.ExamplesSource,
 	}
 }
 
@@ -241,18 +254,20 @@ var upsertCards = `INSERT INTO {s}.cards (` + cardColumns + `)
 SELECT r.tenant, r.server, r.name, r.kind, r.summary, r.description,
 	` + fmt.Sprintf(textArray, "aliases") + `, ` + fmt.Sprintf(textArray, "tags") + `, r.when_not_to_use,
 	` + fmt.Sprintf(textArray, "required_scopes") + `, r.status, r.read_only, r.destructive, r.idempotent, r.open_world,
-	decode(r.input_schema, 'base64'), decode(r.output_schema, 'base64'), r.version, $2::timestamptz
+	decode(r.input_schema, 'base64'), decode(r.output_schema, 'base64'), r.version, $2::timestamptz,
+	` + fmt.Sprintf(textArray, "search_examples") + `, r.search_examples_source
 FROM jsonb_to_recordset($1::jsonb) AS r(tenant text, server text, name text, kind text, summary text,
 	description text, aliases jsonb, tags jsonb, when_not_to_use text, required_scopes jsonb, status text,
 	read_only boolean, destructive boolean, idempotent boolean, open_world boolean, input_schema text,
-	output_schema text, version bigint)
+	output_schema text, version bigint, search_examples jsonb, search_examples_source jsonb)
 ON CONFLICT (tenant, server, name) DO UPDATE SET
 	kind = EXCLUDED.kind, summary = EXCLUDED.summary, description = EXCLUDED.description,
 	aliases = EXCLUDED.aliases, tags = EXCLUDED.tags, when_not_to_use = EXCLUDED.when_not_to_use,
 	required_scopes = EXCLUDED.required_scopes, status = EXCLUDED.status, read_only = EXCLUDED.read_only,
 	destructive = EXCLUDED.destructive, idempotent = EXCLUDED.idempotent, open_world = EXCLUDED.open_world,
 	input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema,
-	version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`
+	version = EXCLUDED.version, updated_at = EXCLUDED.updated_at,
+	search_examples = EXCLUDED.search_examples, search_examples_source = EXCLUDED.search_examples_source`
 
 const upsertChanges = `INSERT INTO {s}.card_changes (tenant, server, name, seq, deleted, version)
 SELECT r.tenant, r.server, r.name, r.seq, $2::boolean, r.version

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) cards.Store) {
 		{"ConcurrentConditionalUpdates", testConcurrentConditionalUpdates},
 	}
 	tests = append(tests, serverTests...)
+	tests = append(tests, examplesTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
@@ -113,7 +114,9 @@ func full() cards.Card {
 				"ledger": {"type": "integer", "examples": [123456789012345678901234567890]}
 			}
 		}`),
-		OutputSchema: json.RawMessage(` {"type":"object", "properties": {"ok": {"type": "boolean"}}, "additionalProperties": false} `),
+		OutputSchema:   json.RawMessage(` {"type":"object", "properties": {"ok": {"type": "boolean"}}, "additionalProperties": false} `),
+		SearchExamples: []string{"give the customer their money back", "  refund order\u200b 1234  ", "Refund order 1234"},
+		ExamplesSource: &cards.ExamplesSource{Author: cards.AuthorModel, Model: "m-1", PromptVersion: "enrich-v1"},
 	}
 }
 

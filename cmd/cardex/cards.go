@@ -383,6 +383,14 @@ func printCard(c *pb.Card) error {
 	add("tags", strings.Join(c.Tags, ", "))
 	add("when_not_to_use", c.WhenNotToUse)
 	add("required_scopes", strings.Join(c.RequiredScopes, ", "))
+	add("search_examples", strings.Join(c.SearchExamples, "; "))
+	if s := c.GetSearchExamplesSource(); s != nil && len(c.SearchExamples) > 0 {
+		src := (&cards.ExamplesSource{Author: s.Author, Model: s.Model, PromptVersion: s.PromptVersion}).String()
+		if c.SearchExamplesStale {
+			src += " — stale: the card changed since they were written"
+		}
+		add("examples_by", src)
+	}
 	add("input_schema", c.InputSchema)
 	add("output_schema", c.OutputSchema)
 	for _, r := range rows {

@@ -13,8 +13,23 @@ import (
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
-// CardToProto converts a card; schemas are left out unless withSchemas.
+// CardToProto converts a card as the catalogue holds it, search examples
+// and their provenance included (catalogue readers); schemas are left out
+// unless withSchemas. What an agent is shown is ToolCardToProto.
 func CardToProto(c *cards.Card, withSchemas bool) *pb.Card {
+	out := ToolCardToProto(c, withSchemas)
+	out.SearchExamples = c.SearchExamples
+	if s := c.ExamplesSource; s != nil {
+		out.SearchExamplesSource = &pb.ExamplesSource{Author: s.Author, Model: s.Model, PromptVersion: s.PromptVersion, CardHash: s.CardHash}
+	}
+	out.SearchExamplesStale = c.ExamplesStale()
+	return out
+}
+
+// ToolCardToProto converts a card for an agent (discovery and describe
+// answers): without its search examples, which are for search only and
+// never reach an agent; schemas are left out unless withSchemas.
+func ToolCardToProto(c *cards.Card, withSchemas bool) *pb.Card {
 	out := &pb.Card{
 		Tenant:         c.Tenant,
 		Server:         c.Server,
@@ -66,6 +81,10 @@ func CardFromProto(p *pb.Card) cards.Card {
 	}
 	if s := p.GetOutputSchema(); s != "" {
 		c.OutputSchema = json.RawMessage(s)
+	}
+	c.SearchExamples = p.GetSearchExamples()
+	if s := p.GetSearchExamplesSource(); s != nil {
+		c.ExamplesSource = &cards.ExamplesSource{Author: s.GetAuthor(), Model: s.GetModel(), PromptVersion: s.GetPromptVersion(), CardHash: s.GetCardHash()}
 	}
 	return c
 }

@@ -15,22 +15,24 @@ import (
 
 // Card is a card as JSON. Empty fields are left out.
 type Card struct {
-	Tenant         string            `json:"tenant,omitempty"`
-	Server         string            `json:"server"`
-	Name           string            `json:"name"`
-	Kind           string            `json:"kind,omitempty"`
-	Summary        string            `json:"summary"`
-	Description    string            `json:"description,omitempty"`
-	Aliases        []string          `json:"aliases,omitempty"`
-	Tags           []string          `json:"tags,omitempty"`
-	WhenNotToUse   string            `json:"when_not_to_use,omitempty"`
-	RequiredScopes []string          `json:"required_scopes,omitempty"`
-	Status         string            `json:"status,omitempty"`
-	Annotations    cards.Annotations `json:"annotations,omitzero"`
-	InputSchema    json.RawMessage   `json:"input_schema,omitempty"`
-	OutputSchema   json.RawMessage   `json:"output_schema,omitempty"`
-	Version        int64             `json:"version,omitempty"`
-	UpdatedAt      time.Time         `json:"updated_at,omitzero"`
+	Tenant         string                `json:"tenant,omitempty"`
+	Server         string                `json:"server"`
+	Name           string                `json:"name"`
+	Kind           string                `json:"kind,omitempty"`
+	Summary        string                `json:"summary"`
+	Description    string                `json:"description,omitempty"`
+	Aliases        []string              `json:"aliases,omitempty"`
+	Tags           []string              `json:"tags,omitempty"`
+	WhenNotToUse   string                `json:"when_not_to_use,omitempty"`
+	RequiredScopes []string              `json:"required_scopes,omitempty"`
+	Status         string                `json:"status,omitempty"`
+	Annotations    cards.Annotations     `json:"annotations,omitzero"`
+	InputSchema    json.RawMessage       `json:"input_schema,omitempty"`
+	OutputSchema   json.RawMessage       `json:"output_schema,omitempty"`
+	SearchExamples []string              `json:"search_examples,omitempty"`
+	ExamplesSource *cards.ExamplesSource `json:"search_examples_source,omitempty"`
+	Version        int64                 `json:"version,omitempty"`
+	UpdatedAt      time.Time             `json:"updated_at,omitzero"`
 }
 
 // From is every field of a card.
@@ -50,6 +52,8 @@ func From(c *cards.Card) Card {
 		Annotations:    c.Annotations,
 		InputSchema:    schema(c.InputSchema),
 		OutputSchema:   schema(c.OutputSchema),
+		SearchExamples: c.SearchExamples,
+		ExamplesSource: c.ExamplesSource,
 		Version:        c.Version,
 		UpdatedAt:      c.UpdatedAt,
 	}
@@ -57,10 +61,12 @@ func From(c *cards.Card) Card {
 
 // ForModel is what a model is shown of a card it may use (MCP
 // describe_tool): the same shape without the fields that are the platform
-// team's business — tenant, status, aliases, tags, required scopes, time.
+// team's business — tenant, status, aliases, tags, required scopes, time —
+// and without the search examples, which are for search only.
 func ForModel(c *cards.Card) Card {
 	out := From(c)
 	out.Tenant, out.Status, out.Aliases, out.Tags, out.RequiredScopes, out.UpdatedAt = "", "", nil, nil, nil, time.Time{}
+	out.SearchExamples, out.ExamplesSource = nil, nil
 	return out
 }
 

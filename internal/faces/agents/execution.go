@@ -114,7 +114,7 @@ func (s *execution) DescribeTool(ctx context.Context, req *pb.ExecutionServiceDe
 	if err != nil {
 		return nil, s.status("DescribeTool", err)
 	}
-	return &pb.ExecutionServiceDescribeToolResponse{Card: apiconv.CardToProto(&card, true)}, nil
+	return &pb.ExecutionServiceDescribeToolResponse{Card: apiconv.ToolCardToProto(&card, true)}, nil
 }
 
 func (s *execution) CallTool(ctx context.Context, req *pb.CallToolRequest) (*pb.CallToolResponse, error) {
@@ -164,7 +164,7 @@ func (s *execution) ListTools(ctx context.Context, req *pb.ExecutionServiceListT
 		t := &pb.ListedTool{Name: l.Tool.Name, Description: l.Tool.Description}
 		if l.Card != nil {
 			t.Tool = &pb.ToolRef{Server: l.Card.Server, Name: l.Card.Name}
-			t.Annotations = apiconv.CardToProto(l.Card, false).GetAnnotations()
+			t.Annotations = apiconv.ToolCardToProto(l.Card, false).GetAnnotations()
 		} else if a := l.Tool.Annotations; a != nil {
 			t.Annotations = &pb.Annotations{Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
 			if a.ReadOnlyHint {

@@ -56,7 +56,8 @@ func (s *catalog) PutCards(ctx context.Context, req *pb.PutCardsRequest) (*pb.Pu
 	s.audit(ctx, writeEntries("PutCards", res)...)
 	out := &pb.PutCardsResponse{}
 	for _, r := range res {
-		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name, Version: r.Version, Outcome: string(r.Outcome)})
+		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name, Version: r.Version, Outcome: string(r.Outcome),
+			SearchExamplesKept: r.ExamplesKept})
 	}
 	return out, nil
 }

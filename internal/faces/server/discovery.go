@@ -77,7 +77,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	var intentsOf map[feedback.Tool][]string
 	for _, t := range res.Tools {
 		out.Tools = append(out.Tools, &pb.DiscoveredTool{
-			Card: apiconv.CardToProto(&t.Card, true),
+			Card: apiconv.ToolCardToProto(&t.Card, true),
 			Scores: &pb.Scores{
 				Lexical:      t.Scores.Lexical,
 				Semantic:     t.Scores.Semantic,
@@ -174,7 +174,7 @@ func (s *discovery) DescribeTool(ctx context.Context, req *pb.DescribeToolReques
 		return &pb.DescribeToolResponse{AmbiguousServers: res.Ambiguous}, nil
 	}
 	s.used(req.GetCaller(), res.Card.Server, res.Card.Name)
-	return &pb.DescribeToolResponse{Card: apiconv.CardToProto(&res.Card, true)}, nil
+	return &pb.DescribeToolResponse{Card: apiconv.ToolCardToProto(&res.Card, true)}, nil
 }
 
 var decisions = map[retriever.Decision]pb.AuthorizeCallResponse_Decision{

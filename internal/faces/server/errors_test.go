@@ -143,6 +143,12 @@ func TestPutCardsIsAllOrNothing(t *testing.T) {
 	wildScope := simpleCard("batchco", "tools", "wild")
 	wildScope.RequiredScopes = []string{"billing:read", "billing:*"}
 	reserved := simpleCard("batchco", "tools", "cardex__search_tools")
+	manyExamples := simpleCard("batchco", "tools", "many_examples")
+	for i := range cards.MaxSearchExamples + 1 {
+		manyExamples.SearchExamples = append(manyExamples.SearchExamples, fmt.Sprintf("example %d", i))
+	}
+	longExample := simpleCard("batchco", "tools", "long_example")
+	longExample.SearchExamples = []string{"ok", strings.Repeat("e", cards.MaxSearchExampleLen+1)}
 
 	cases := []struct {
 		name  string
@@ -156,6 +162,8 @@ func TestPutCardsIsAllOrNothing(t *testing.T) {
 		{"schema is not JSON", []cards.Card{notJSON}, []string{"cards[0]", "tools/not_json", "input_schema", "JSON"}},
 		{"wildcard required scope", []cards.Card{simpleCard("batchco", "tools", "ok"), wildScope}, []string{"cards[1]", "tools/wild", "required_scopes[1]"}},
 		{"reserved prefix", []cards.Card{reserved}, []string{"cards[0]", "name", "cardex__"}},
+		{"33 search examples", []cards.Card{simpleCard("batchco", "tools", "ok"), manyExamples}, []string{"cards[1]", "tools/many_examples", "search_examples", "33", "32"}},
+		{"search example of 201", []cards.Card{longExample}, []string{"cards[0]", "search_examples[1]", "201", "200"}},
 		{"duplicate key", []cards.Card{simpleCard("batchco", "tools", "dup"), simpleCard("batchco", "tools", "dup")}, []string{"cards[1]", "tools/dup", "cards[0]"}},
 		{"no tenant", []cards.Card{simpleCard("batchco", "tools", "ok"), simpleCard("", "tools", "x")}, []string{"cards[1]", "tenant", "required"}},
 	}

@@ -184,10 +184,22 @@ type Card struct {
 	InputSchema  string       `protobuf:"bytes,13,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
 	OutputSchema string       `protobuf:"bytes,14,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	// Monotonic per card. On PutCards: the expected current version, 0 = no check.
-	Version       int64                  `protobuf:"varint,15,opt,name=version,proto3" json:"version,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version   int64                  `protobuf:"varint,15,opt,name=version,proto3" json:"version,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Requests the tool serves, written by a person or a language model at
+	// registration: searched and embedded, never sent to an agent (discovery
+	// and describe answers leave them out). At most 32, each at most 200
+	// characters.
+	SearchExamples []string `protobuf:"bytes,17,rep,name=search_examples,json=searchExamples,proto3" json:"search_examples,omitempty"`
+	// Who wrote search_examples, and from which card text. On PutCards: a
+	// card with neither examples nor a source keeps the stored ones; a
+	// source with no examples clears them; a model's examples never replace
+	// a person's.
+	SearchExamplesSource *ExamplesSource `protobuf:"bytes,18,opt,name=search_examples_source,json=searchExamplesSource,proto3" json:"search_examples_source,omitempty"`
+	// Output only: the card's text changed since its examples were written.
+	SearchExamplesStale bool `protobuf:"varint,19,opt,name=search_examples_stale,json=searchExamplesStale,proto3" json:"search_examples_stale,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Card) Reset() {
@@ -332,6 +344,101 @@ func (x *Card) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Card) GetSearchExamples() []string {
+	if x != nil {
+		return x.SearchExamples
+	}
+	return nil
+}
+
+func (x *Card) GetSearchExamplesSource() *ExamplesSource {
+	if x != nil {
+		return x.SearchExamplesSource
+	}
+	return nil
+}
+
+func (x *Card) GetSearchExamplesStale() bool {
+	if x != nil {
+		return x.SearchExamplesStale
+	}
+	return false
+}
+
+// The provenance of a card's search examples.
+type ExamplesSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// person or model.
+	Author string `protobuf:"bytes,1,opt,name=author,proto3" json:"author,omitempty"`
+	// The model id, when the author is a model.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// The enrichment prompt version, when the author is a model.
+	PromptVersion string `protobuf:"bytes,3,opt,name=prompt_version,json=promptVersion,proto3" json:"prompt_version,omitempty"`
+	// The hash of the card text the examples were written from (filled at
+	// registration when empty).
+	CardHash      string `protobuf:"bytes,4,opt,name=card_hash,json=cardHash,proto3" json:"card_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExamplesSource) Reset() {
+	*x = ExamplesSource{}
+	mi := &file_cardex_v1_card_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExamplesSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExamplesSource) ProtoMessage() {}
+
+func (x *ExamplesSource) ProtoReflect() protoreflect.Message {
+	mi := &file_cardex_v1_card_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExamplesSource.ProtoReflect.Descriptor instead.
+func (*ExamplesSource) Descriptor() ([]byte, []int) {
+	return file_cardex_v1_card_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExamplesSource) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *ExamplesSource) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ExamplesSource) GetPromptVersion() string {
+	if x != nil {
+		return x.PromptVersion
+	}
+	return ""
+}
+
+func (x *ExamplesSource) GetCardHash() string {
+	if x != nil {
+		return x.CardHash
+	}
+	return ""
+}
+
 // A reference to a card inside one tenant.
 type ToolRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -343,7 +450,7 @@ type ToolRef struct {
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_cardex_v1_card_proto_msgTypes[3]
+	mi := &file_cardex_v1_card_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +462,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_cardex_v1_card_proto_msgTypes[3]
+	mi := &file_cardex_v1_card_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +475,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_cardex_v1_card_proto_rawDescGZIP(), []int{3}
+	return file_cardex_v1_card_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolRef) GetServer() string {
@@ -408,7 +515,7 @@ const file_cardex_v1_card_proto_rawDesc = "" +
 	"_read_onlyB\x0e\n" +
 	"\f_destructiveB\r\n" +
 	"\v_idempotentB\r\n" +
-	"\v_open_world\"\x87\x04\n" +
+	"\v_open_world\"\xb5\x05\n" +
 	"\x04Card\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
@@ -427,7 +534,15 @@ const file_cardex_v1_card_proto_rawDesc = "" +
 	"\routput_schema\x18\x0e \x01(\tR\foutputSchema\x12\x18\n" +
 	"\aversion\x18\x0f \x01(\x03R\aversion\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"5\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12'\n" +
+	"\x0fsearch_examples\x18\x11 \x03(\tR\x0esearchExamples\x12O\n" +
+	"\x16search_examples_source\x18\x12 \x01(\v2\x19.cardex.v1.ExamplesSourceR\x14searchExamplesSource\x122\n" +
+	"\x15search_examples_stale\x18\x13 \x01(\bR\x13searchExamplesStale\"\x82\x01\n" +
+	"\x0eExamplesSource\x12\x16\n" +
+	"\x06author\x18\x01 \x01(\tR\x06author\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12%\n" +
+	"\x0eprompt_version\x18\x03 \x01(\tR\rpromptVersion\x12\x1b\n" +
+	"\tcard_hash\x18\x04 \x01(\tR\bcardHash\"5\n" +
 	"\aToolRef\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04nameB9Z7github.com/seed0cff8200/cardex/proto/cardex/v1;cardexv1b\x06proto3"
@@ -444,22 +559,24 @@ func file_cardex_v1_card_proto_rawDescGZIP() []byte {
 	return file_cardex_v1_card_proto_rawDescData
 }
 
-var file_cardex_v1_card_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_cardex_v1_card_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_cardex_v1_card_proto_goTypes = []any{
 	(*Caller)(nil),                // 0: cardex.v1.Caller
 	(*Annotations)(nil),           // 1: cardex.v1.Annotations
 	(*Card)(nil),                  // 2: cardex.v1.Card
-	(*ToolRef)(nil),               // 3: cardex.v1.ToolRef
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*ExamplesSource)(nil),        // 3: cardex.v1.ExamplesSource
+	(*ToolRef)(nil),               // 4: cardex.v1.ToolRef
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_cardex_v1_card_proto_depIdxs = []int32{
 	1, // 0: cardex.v1.Card.annotations:type_name -> cardex.v1.Annotations
-	4, // 1: cardex.v1.Card.updated_at:type_name -> google.protobuf.Timestamp
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 1: cardex.v1.Card.updated_at:type_name -> google.protobuf.Timestamp
+	3, // 2: cardex.v1.Card.search_examples_source:type_name -> cardex.v1.ExamplesSource
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_card_proto_init() }
@@ -474,7 +591,7 @@ func file_cardex_v1_card_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cardex_v1_card_proto_rawDesc), len(file_cardex_v1_card_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -73,9 +73,12 @@ type PutResult struct {
 	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	Version int64                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// created, updated or unchanged.
-	Outcome       string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The put's search examples were a model's and the card holds a
+	// person's, which were kept.
+	SearchExamplesKept bool `protobuf:"varint,11,opt,name=search_examples_kept,json=searchExamplesKept,proto3" json:"search_examples_kept,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PutResult) Reset() {
@@ -141,6 +144,13 @@ func (x *PutResult) GetOutcome() string {
 		return x.Outcome
 	}
 	return ""
+}
+
+func (x *PutResult) GetSearchExamplesKept() bool {
+	if x != nil {
+		return x.SearchExamplesKept
+	}
+	return false
 }
 
 type PutCardsResponse struct {
@@ -917,13 +927,14 @@ const file_cardex_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"\x17cardex/v1/catalog.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"8\n" +
 	"\x0fPutCardsRequest\x12%\n" +
-	"\x05cards\x18\x01 \x03(\v2\x0f.cardex.v1.CardR\x05cards\"\x83\x01\n" +
+	"\x05cards\x18\x01 \x03(\v2\x0f.cardex.v1.CardR\x05cards\"\xb5\x01\n" +
 	"\tPutResult\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x03R\aversion\x12\x18\n" +
-	"\aoutcome\x18\x05 \x01(\tR\aoutcome\"B\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x120\n" +
+	"\x14search_examples_kept\x18\v \x01(\bR\x12searchExamplesKept\"B\n" +
 	"\x10PutCardsResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.cardex.v1.PutResultR\aresults\"T\n" +
 	"\x0eGetCardRequest\x12\x16\n" +
