@@ -25,6 +25,9 @@ type Residency struct {
 	// Budget bounds the estimated bytes of the tenants held on demand (the
 	// assigned ones are not counted against it); <= 0: no bound.
 	Budget int64
+	// OnLoad, when set, is told of every tenant loaded on demand: how many
+	// active cards it has and how long its first request waited for it.
+	OnLoad func(tenant string, cards int, took time.Duration)
 }
 
 // Shard assigns the tenants whose FNV-1a hash is i modulo n (0 ≤ i < n).
@@ -265,6 +268,9 @@ func (r *Retriever) load(ctx context.Context, tenant string) error {
 	res.mu.Unlock()
 	for _, v := range victims {
 		r.evict(ctx, v)
+	}
+	if res.OnLoad != nil {
+		res.OnLoad(tenant, len(upserts), time.Since(start))
 	}
 	r.log.Debug("tenant loaded", "tenant", tenant, "cards", len(upserts), "took", time.Since(start).Round(time.Microsecond), "evicted", len(victims))
 	return nil
