@@ -97,6 +97,7 @@ type Retriever struct {
 	srv                    *serverIndex
 	confidence             ConfidenceModel
 	minConfidence          float64
+	res                    *residents // nil: every tenant is held
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -223,6 +224,10 @@ func (r *Retriever) readCards(ctx context.Context, changes []cards.Change) ([]ca
 }
 
 func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
+	seq := changes[len(changes)-1].Seq
+	if r.res != nil {
+		changes = slices.DeleteFunc(slices.Clone(changes), func(ch cards.Change) bool { return !r.holds(ch.Key.Tenant) })
+	}
 	var upserts []*entry
 	var removals []string
 	servers := map[cards.Key]*cards.ServerInfo{} // nil: removed
@@ -272,6 +277,13 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 			e.learned = learned[keys[i]]
 		}
 	}
+	return r.index(ctx, upserts, removals, servers, seq)
+}
+
+// index puts read cards into the view and takes removed ones out, records
+// server entries (nil: removed) and, when seq > 0, moves the view to that
+// change sequence number. Call under syncMu.
+func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []string, servers map[cards.Key]*cards.ServerInfo, seq uint64) error {
 	vecs, err := r.embeddings(ctx, upserts)
 	if err != nil {
 		return err
@@ -307,7 +319,9 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 	if err := r.setServers(servers); err != nil {
 		return err
 	}
-	r.seq = changes[len(changes)-1].Seq
+	if seq > 0 {
+		r.seq = seq
+	}
 	r.dropCandidates()
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -361,6 +375,7 @@ func (r *Retriever) add(e *entry) {
 	e.server = r.slots[sk]
 	e.server.n++
 	r.byID[e.id] = e
+	r.account(t, 1, entryBytes(e, r.emb.Dim()))
 	if r.byTenant[t] == nil {
 		r.byTenant[t] = map[string]*entry{}
 		r.byName[t] = map[string]map[string]*entry{}
@@ -387,6 +402,7 @@ func (r *Retriever) drop(id string) {
 		delete(r.slots, t+idSep+s)
 	}
 	delete(r.byID, id)
+	r.account(t, -1, -entryBytes(e, r.emb.Dim()))
 	delete(r.byTenant[t], id)
 	delete(r.byName[t][n], s)
 	if len(r.byName[t][n]) == 0 {

@@ -211,6 +211,11 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
 		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
 	}
+	release, err := r.reside(ctx, req.Caller.Tenant)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	return r.run(ctx, req, topK, alpha)
 }
 

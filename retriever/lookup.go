@@ -75,6 +75,11 @@ func (r *Retriever) Describe(ctx context.Context, c Caller, name, server string)
 	if err := validateRef(name, server); err != nil {
 		return Resolved{}, err
 	}
+	release, err := r.reside(ctx, c.Tenant)
+	if err != nil {
+		return Resolved{}, err
+	}
+	defer release()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, amb, err := r.resolve(c, name, server)
@@ -121,6 +126,11 @@ func (r *Retriever) Authorize(ctx context.Context, c Caller, name, server string
 	if len(args) > MaxArgsBytes {
 		return Authorization{}, cards.Invalid("arguments_json", "is %d bytes; the limit is %d", len(args), MaxArgsBytes)
 	}
+	release, err := r.reside(ctx, c.Tenant)
+	if err != nil {
+		return Authorization{}, err
+	}
+	defer release()
 	r.mu.RLock()
 	e, amb, err := r.resolve(c, name, server)
 	r.mu.RUnlock()
@@ -218,6 +228,11 @@ func (r *Retriever) Search(ctx context.Context, c Caller, query string, pageSize
 		}
 		offset = cur.Offset
 	}
+	release, err := r.reside(ctx, c.Tenant)
+	if err != nil {
+		return nil, "", err
+	}
+	defer release()
 
 	var ids []string
 	if strings.TrimSpace(query) == "" {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -79,12 +80,22 @@ func dial(addr, tokenHint string, creds credentials.TransportCredentials) (*grpc
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return explain(addr, tokenHint, invoker(ctx, method, req, reply, cc, opts...))
+			return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %v", addr, err)
 	}
 	return conn, nil
+}
+
+// withTenantHeader names the request's tenant in the routing header
+// (apiconv.TenantHeader), so that a proxy in front of tenant-resident
+// replicas can route the call by it (docs/SCALING.md).
+func withTenantHeader(ctx context.Context, req any) context.Context {
+	if ts := apiconv.RequestTenants(req); len(ts) == 1 && ts[0] != "" {
+		return metadata.AppendToOutgoingContext(ctx, apiconv.TenantHeader, ts[0])
+	}
+	return ctx
 }
 
 // explain rewrites the messages of errors that gRPC raises on the client's

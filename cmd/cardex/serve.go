@@ -38,8 +38,9 @@ func serveCmd() *cobra.Command {
 	var consoleEvalDir string
 	var logFormat string
 	var metricsTenants int
-	var ef embedderFlags // --embedder and --embed-*, shared with reindex
-	var sf storeFlags    // --store, --database-url, --database-schema
+	var ef embedderFlags  // --embedder and --embed-*, shared with reindex
+	var sf storeFlags     // --store, --database-url, --database-schema
+	var rf residencyFlags // --tenants, --shard, --memory-budget
 
 	var sec securityFlags // --service-tokens, --insecure, --tls-*, --jwt-*, rate limits
 	cmd := &cobra.Command{
@@ -88,11 +89,21 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ret, err := retriever.New(ctx, store, emb, log, sf.retrieverOptions(emb)...)
+			met := metrics.New(metrics.Options{MaxTenants: metricsTenants})
+			opts := sf.retrieverOptions(emb)
+			resOpt, resident, err := rf.option(met)
+			if err != nil {
+				return err
+			}
+			if resident {
+				opts = append(opts, resOpt)
+			}
+			ret, err := retriever.New(ctx, store, emb, log, opts...)
 			if err != nil {
 				return err
 			}
 			defer ret.Close()
+			met.WatchResidency(ret)
 			key, err := discoverylog.LoadOrCreateKey(filepath.Join(dataDir, "log-key"))
 			if err != nil {
 				return fmt.Errorf("discovery log key: %w", err)
@@ -119,7 +130,6 @@ func serveCmd() *cobra.Command {
 				dlog.AddSink(pgw)
 				fbc.Sink = pgw
 			}
-			met := metrics.New(metrics.Options{MaxTenants: metricsTenants})
 			fbc.Metrics = met
 			fb, err := feedback.New(ctx, fbc)
 			if err != nil {
@@ -216,6 +226,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&consoleEvalDir, "console-eval-dir", os.Getenv("CARDEX_CONSOLE_EVAL_DIR"), "directory of cardex eval report files (*.json) the console's evaluation page lists (env CARDEX_CONSOLE_EVAL_DIR)")
 	ef.register(cmd)
 	sf.register(cmd)
+	rf.register(cmd)
 	sec.register(cmd)
 	return cmd
 }

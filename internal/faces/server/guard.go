@@ -77,6 +77,7 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	ctx = auth.WithPrincipal(ctx, p)
 	limitKey, tenant := "credential:"+p.Name, ""
+	routed := apiconv.RequestTenants(req)
 	if need == auth.RoleDiscover {
 		field := callerField(req)
 		if field == nil {
@@ -94,6 +95,10 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 			*field = &pb.Caller{Tenant: c.Tenant, Subject: c.Subject, Scopes: c.Scopes, SessionId: c.SessionID}
 		}
 		limitKey, tenant = ratelimit.CallerKey(c.Tenant, c.Subject), c.Tenant
+		routed = []string{c.Tenant}
+	}
+	if err := checkTenantHeader(ctx, routed); err != nil {
+		return nil, toStatus(g.log, method, err)
 	}
 	return g.limited(ctx, method, p.Name, limitKey, tenant, req, next)
 }
@@ -123,6 +128,9 @@ func (g *guard) execution(ctx context.Context, method string, req any, next grpc
 			err = auth.ErrUnknownCredential
 		}
 		return nil, g.refuse(ctx, method, "", "", "an agent token", err)
+	}
+	if err := checkTenantHeader(ctx, []string{id.Tenant}); err != nil {
+		return nil, toStatus(g.log, method, err)
 	}
 	name := "agent:" + id.Tenant + "/" + id.Subject
 	return g.limited(ctx, method, name, ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, req, next)
