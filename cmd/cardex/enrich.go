@@ -22,7 +22,9 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/embed/apiclient"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/postgres/leader"
 	"github.com/seed0cff8200/cardex/internal/sources/enrich"
+	"github.com/seed0cff8200/cardex/internal/telemetry/metrics"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -324,4 +326,67 @@ func enrichAfterImport(cmd *cobra.Command, conn *grpc.ClientConn, f *importFlags
 	return runEnrich(ctx, cmd, conn, f.cf, e, cacheDir, enrich.Options{
 		Tenant: f.tenant, Server: f.server, Select: enrich.SelectDefault, Concurrency: f.llm.concurrency, Logger: log,
 	})
+}
+
+// serveEnrichFlags turn on the service's enrichment worker (serve
+// --enrich-url ...): new and changed cards get search examples in the
+// background.
+type serveEnrichFlags struct {
+	url, model string
+	perMinute  int
+	timeout    time.Duration
+}
+
+func (f *serveEnrichFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.url, "enrich-url", os.Getenv("CARDEX_ENRICH_URL"),
+		"enrich new and changed cards in the background with this OpenAI-compatible chat server, e.g. http://localhost:11434/v1 (env CARDEX_ENRICH_URL; the API key is read from CARDEX_LLM_API_KEY or OPENAI_API_KEY); with PostgreSQL, one replica does it")
+	fs.StringVar(&f.model, "enrich-model", os.Getenv("CARDEX_ENRICH_MODEL"), "the chat model of --enrich-url, e.g. llama3.1 (env CARDEX_ENRICH_MODEL)")
+	fs.IntVar(&f.perMinute, "enrich-rate", enrich.DefaultWorkerRate, "at most this many cards enriched a minute")
+	fs.DurationVar(&f.timeout, "enrich-timeout", enrich.DefaultChatTimeout, "timeout of one model answer (retried on timeouts, 429 and 5xx)")
+}
+
+// start starts the worker when --enrich-url is given (nil otherwise). Its
+// answers are cached in DATA_DIR/enrich-cache; with PostgreSQL, an advisory
+// lock lets one replica work.
+func (f *serveEnrichFlags) start(ctx context.Context, store cards.Store, sf *storeFlags, dataDir string, met *metrics.Metrics, log *slog.Logger) (*enrich.Worker, error) {
+	if f.url == "" && f.model == "" {
+		return nil, nil
+	}
+	if f.url == "" || f.model == "" {
+		return nil, usageError("--enrich-url and --enrich-model go together")
+	}
+	if f.perMinute < 1 {
+		return nil, usageError("--enrich-rate %d: want at least 1 card a minute", f.perMinute)
+	}
+	key := enrich.KeyFromEnv(os.Getenv)
+	chat, err := enrich.NewChat(enrich.ChatConfig{BaseURL: f.url, Model: f.model, APIKey: key, Timeout: f.timeout, Logger: log})
+	if err != nil {
+		return nil, usageError("--enrich-url/--enrich-model: %v", err)
+	}
+	cache, err := enrich.OpenCache(filepath.Join(dataDir, "enrich-cache"))
+	if err != nil {
+		return nil, err
+	}
+	e, err := enrich.NewEnricher(chat, cache, 0, log)
+	if err != nil {
+		return nil, err
+	}
+	var lead enrich.Leader = enrich.Solo{}
+	if sf.pg != nil {
+		lead = leader.New(sf.pg.Pool().Config().ConnConfig, "enrichment "+sf.pg.Schema(), 0)
+	}
+	w, err := enrich.NewWorker(enrich.WorkerConfig{Store: store, Enricher: e, Leader: lead, PerMinute: f.perMinute, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	met.WatchEnrichment(func() metrics.EnrichmentStatus {
+		s := w.Status()
+		return metrics.EnrichmentStatus{Leader: s.Leader, Backlog: s.Backlog, Written: s.Written, Unchanged: s.Unchanged,
+			KeptPerson: s.KeptPerson, Failed: s.Failed, Calls: s.Calls, CacheHits: s.CacheHits}
+	})
+	go w.Run(ctx)
+	log.Info("enrichment worker", "model", f.model, "endpoint", chat.Endpoint(), "api_key", key != "", "prompt", enrich.PromptVersion,
+		"per_minute", f.perMinute, "leader_election", sf.pg != nil)
+	return w, nil
 }

@@ -204,3 +204,44 @@ func TestEnrichCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestServeEnriches: `serve --enrich-url` gives new cards search examples in
+// the background, and /metrics shows the worker's work.
+func TestServeEnriches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	model := chatfake.New(t)
+	data := t.TempDir()
+	addr, httpAddr, _ := startServerHTTP(t, bin, data, "--enrich-url", model.URL, "--enrich-model", "fake-llm", "--enrich-rate", "6000")
+	if out, code := run(t, bin, addr, "cards", "apply", "-f", enrichCards(t, "acme", 4)); code != 0 {
+		t.Fatalf("apply: %s", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < 4; {
+		if c := getCard(t, bin, addr, "acme", fmt.Sprintf("tool_%02d", i)); len(c.SearchExamples) == 6 && c.Source.Model == "fake-llm" {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tool_%02d has no examples after 30s", i)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p := getCard(t, bin, addr, "acme", "curated"); p.Source == nil || p.Source.Author != "person" {
+		t.Errorf("the person's card: %+v", p)
+	}
+	fams := scrapeMetrics(t, "http://"+httpAddr+"/metrics")
+	if metricValue(fams, "cardex_enrich_leader") != 1 || metricValue(fams, "cardex_enrich_cards_total", "outcome", "written") != 4 ||
+		metricValue(fams, "cardex_enrich_model_calls_total") != 4 {
+		t.Errorf("enrichment series: leader %v, written %v, calls %v", metricValue(fams, "cardex_enrich_leader"),
+			metricValue(fams, "cardex_enrich_cards_total", "outcome", "written"), metricValue(fams, "cardex_enrich_model_calls_total"))
+	}
+	if _, err := os.Stat(filepath.Join(data, "enrich-cache")); err != nil {
+		t.Errorf("no answer cache in the data directory: %v", err)
+	}
+	if _, errOut, code := runErr(t, bin, addr, "serve", "--data-dir", t.TempDir(), "--enrich-url", model.URL); code != 2 || !strings.Contains(errOut, "--enrich-model") {
+		t.Errorf("serve with --enrich-url alone: exit %d: %s", code, errOut)
+	}
+}
