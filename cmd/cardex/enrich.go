@@ -141,9 +141,17 @@ writing them.`,
 				sel |= enrich.SelectAll
 			}
 			for i, n := range names {
-				if s, name, ok := strings.Cut(n, "/"); ok && server == "" {
-					server, names[i] = s, name
+				s, name, ok := strings.Cut(n, "/")
+				if !ok {
+					continue
 				}
+				if server != "" && s != server {
+					return usageError("%s: the cards of one run are of one server (--server %s)", n, server)
+				}
+				server, names[i] = s, name
+			}
+			if len(names) > 0 && server == "" {
+				return usageError("name the server of %s: SERVER/NAME, or --server", names[0])
 			}
 			log := newLogger("warn")
 			e, cacheDir, err := lf.build(log)

@@ -150,13 +150,21 @@ func TestEnrichCommand(t *testing.T) {
 	}
 	answered.Store(0)
 	model.HoldFrom(model.Calls() + 4)
-	killed := exec.Command(bin, append([]string{"enrich", "--tenant", "initech", "--concurrency", "2"}, llm...)...)
+	killCache := t.TempDir()
+	llmKill := []string{"--llm-url", model.URL, "--llm-model", "fake-llm", "--cache-dir", killCache}
+	killed := exec.Command(bin, append([]string{"enrich", "--tenant", "initech", "--concurrency", "2"}, llmKill...)...)
 	killed.Env = append(os.Environ(), "CARDEX_ADDR="+addr)
 	if err := killed.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Killed once the 4 answers have reached it (they are in its cache)
+	// and it waits for more.
+	cached := func() int {
+		m, _ := filepath.Glob(filepath.Join(killCache, "*", "*.json"))
+		return len(m)
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for answered.Load() < 4 || model.Calls() < int(answered.Load())+1 {
+	for cached() < 4 || model.Calls() < int(answered.Load())+1 {
 		if time.Now().After(deadline) {
 			killed.Process.Kill()
 			t.Fatal("the run did not reach the held answers")
@@ -167,7 +175,7 @@ func TestEnrichCommand(t *testing.T) {
 	killed.Wait()
 	model.Release()
 	first := answered.Load()
-	out, errOut, code = enrich("--tenant", "initech")
+	out, errOut, code = runErr(t, bin, addr, append([]string{"enrich", "--tenant", "initech"}, llmKill...)...)
 	if code != 0 {
 		t.Fatalf("resumed run: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -198,6 +206,8 @@ func TestEnrichCommand(t *testing.T) {
 		{"enrich", "--tenant", "acme", "--llm-url", model.URL, "--llm-model", "m", "--phrases", "33"},
 		{"enrich", "--tenant", "acme", "--llm-url", model.URL, "--llm-model", "m", "-o", "xml"},
 		{"import", "openapi", "x.yaml", "--tenant", "acme", "--server", "s", "--enrich"},
+		{"enrich", "--tenant", "acme", "--llm-url", model.URL, "--llm-model", "m", "files/tool_00", "other/tool_01"},
+		{"enrich", "--tenant", "acme", "--llm-url", model.URL, "--llm-model", "m", "tool_00"},
 	} {
 		if _, errOut, code := runErr(t, bin, addr, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, errOut)

@@ -94,7 +94,8 @@ func (r *Report) Count(outcome string) int {
 type Options struct {
 	Tenant string
 	Server string // "" for every server of the tenant
-	// Names, when not empty, limits the run to these card names.
+	// Names, when not empty, limits the run to these cards of Server
+	// (every one must exist).
 	Names  []string
 	Select Select
 	// Concurrency is how many cards are in flight at once (default 4).
@@ -159,6 +160,11 @@ func Run(ctx context.Context, cat Catalog, e *Enricher, opt Options) (Report, er
 	all, err := cat.List(ctx, opt.Tenant, opt.Server)
 	if err != nil {
 		return Report{}, fmt.Errorf("read the cards: %w", err)
+	}
+	for _, n := range opt.Names {
+		if !slices.ContainsFunc(all, func(c cards.Card) bool { return c.Name == n }) {
+			return Report{}, fmt.Errorf("%w: no card %s/%s/%s", cards.ErrNotFound, opt.Tenant, opt.Server, n)
+		}
 	}
 	rep := Report{Skipped: map[string]int{}}
 	var todo []cards.Card

@@ -314,6 +314,10 @@ func TestRunFailuresAndDryRun(t *testing.T) {
 	if c := f.get("tool_6"); len(c.SearchExamples) != 0 {
 		t.Errorf("the refused answer was written: %q", c.SearchExamples)
 	}
+	// A named card that does not exist stops the run before it starts.
+	if _, err := Run(ctx, f.cat, f.enricher(nil), Options{Tenant: "acme", Server: "files", Names: []string{"tool_1", "nope"}}); !errors.Is(err, cards.ErrNotFound) {
+		t.Errorf("a missing name: %v", err)
+	}
 	// The model server is down: every card fails, none is written.
 	f.model.Always(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadGateway)
@@ -336,7 +340,9 @@ func TestRunInterruptedResumes(t *testing.T) {
 		rep, err = Run(ctx, f.cat, f.enricher(f.cache), Options{Tenant: "acme", Concurrency: 2})
 		close(done)
 	}()
-	for f.model.Calls() < 5 { // 4 answered, at least one held
+	// 4 answered; both workers wait on a held answer, so both have
+	// finished their previous card.
+	for f.model.Calls() < 6 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
