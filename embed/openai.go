@@ -14,33 +14,31 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed0cff8200/cardex/embed/apiclient"
 )
 
 // Defaults of OpenAIConfig.
 const (
 	DefaultBatchSize      = 64
-	DefaultTimeout        = 30 * time.Second
-	DefaultMaxRetries     = 4
-	DefaultRetryBaseDelay = 500 * time.Millisecond
-	DefaultRetryMaxDelay  = 20 * time.Second
-	DefaultMaxRetryAfter  = 2 * time.Minute
+	DefaultTimeout        = apiclient.DefaultTimeout
+	DefaultMaxRetries     = apiclient.DefaultMaxRetries
+	DefaultRetryBaseDelay = apiclient.DefaultRetryBaseDelay
+	DefaultRetryMaxDelay  = apiclient.DefaultRetryMaxDelay
+	DefaultMaxRetryAfter  = apiclient.DefaultMaxRetryAfter
 	DefaultCacheSize      = 4096
 
 	// MaxBatchSize is the most inputs OpenAI accepts in one request.
 	MaxBatchSize = 2048
 
 	maxResponseBytes = 256 << 20
-	maxErrorMessage  = 500
 )
 
 // ErrDimensionMismatch is returned (wrapped) when the server answers with a
@@ -98,34 +96,17 @@ type OpenAIConfig struct {
 // String describes the configuration without the API key.
 func (c OpenAIConfig) String() string {
 	return fmt.Sprintf("{BaseURL:%s Model:%s APIKey:%s Dim:%d BatchSize:%d Timeout:%s MaxRetries:%d}",
-		redactURL(c.BaseURL), c.Model, redacted(c.APIKey), c.Dim, c.BatchSize, c.Timeout, c.MaxRetries)
+		apiclient.RedactURL(c.BaseURL), c.Model, apiclient.Redacted(c.APIKey), c.Dim, c.BatchSize, c.Timeout, c.MaxRetries)
 }
 
 // LogValue keeps the API key out of structured logs.
 func (c OpenAIConfig) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("base_url", redactURL(c.BaseURL)),
+		slog.String("base_url", apiclient.RedactURL(c.BaseURL)),
 		slog.String("model", c.Model),
-		slog.String("api_key", redacted(c.APIKey)),
+		slog.String("api_key", apiclient.Redacted(c.APIKey)),
 		slog.Int("dim", c.Dim),
 	)
-}
-
-func redacted(key string) string {
-	if key == "" {
-		return "(none)"
-	}
-	return "(set)"
-}
-
-// redactURL drops any user information from a URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(invalid URL)"
-	}
-	u.User = nil
-	return u.String()
 }
 
 // OpenAI is an Embedder for OpenAI-compatible "/v1/embeddings" endpoints:
@@ -139,14 +120,11 @@ func redactURL(raw string) string {
 //
 // An OpenAI is safe for concurrent use.
 type OpenAI struct {
-	cfg      OpenAIConfig
-	endpoint string // full embeddings URL
-	display  string // endpoint for messages (no user information)
-	model    string
-	client   *http.Client
-	log      *slog.Logger
-	dim      atomic.Int64
-	cache    *vectorCache // nil when disabled
+	cfg   OpenAIConfig
+	api   *apiclient.Client
+	model string
+	dim   atomic.Int64
+	cache *vectorCache // nil when disabled
 }
 
 var _ Embedder = (*OpenAI)(nil)
@@ -157,7 +135,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
 		return nil, errors.New("openai embedder: a model name is required")
 	}
-	u, err := embeddingsURL(cfg.BaseURL)
+	u, err := apiclient.Endpoint(cfg.BaseURL, "embeddings")
 	if err != nil {
 		return nil, fmt.Errorf("openai embedder: %w", err)
 	}
@@ -166,52 +144,40 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		return nil, fmt.Errorf("openai embedder: dimension %d is negative", cfg.Dim)
 	case cfg.BatchSize < 0 || cfg.BatchSize > MaxBatchSize:
 		return nil, fmt.Errorf("openai embedder: batch size %d is outside 1..%d", cfg.BatchSize, MaxBatchSize)
-	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("openai embedder: timeout %s is negative", cfg.Timeout)
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = DefaultBatchSize
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	switch {
-	case cfg.MaxRetries == 0:
-		cfg.MaxRetries = DefaultMaxRetries
-	case cfg.MaxRetries < 0:
-		cfg.MaxRetries = 0
-	}
-	if cfg.RetryBaseDelay <= 0 {
-		cfg.RetryBaseDelay = DefaultRetryBaseDelay
-	}
-	if cfg.RetryMaxDelay <= 0 {
-		cfg.RetryMaxDelay = DefaultRetryMaxDelay
-	}
-	if cfg.MaxRetryAfter <= 0 {
-		cfg.MaxRetryAfter = DefaultMaxRetryAfter
-	}
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = DefaultCacheSize
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	display := *u
-	display.User = nil
+	api, err := apiclient.New(apiclient.Config{
+		Service:        "embedding server",
+		Endpoint:       u,
+		APIKey:         cfg.APIKey,
+		Timeout:        cfg.Timeout,
+		MaxRetries:     cfg.MaxRetries,
+		RetryBaseDelay: cfg.RetryBaseDelay,
+		RetryMaxDelay:  cfg.RetryMaxDelay,
+		MaxRetryAfter:  cfg.MaxRetryAfter,
+		MaxAnswerBytes: maxResponseBytes,
+		HTTPClient:     cfg.HTTPClient,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openai embedder: %w", err)
+	}
 	o := &OpenAI{
-		cfg:      cfg,
-		endpoint: u.String(),
-		display:  display.String(),
-		model:    "openai:" + cfg.Model + "@" + strings.ToLower(u.Host),
-		client:   cfg.HTTPClient,
-		log:      cfg.Logger,
+		cfg:   cfg,
+		api:   api,
+		model: "openai:" + cfg.Model + "@" + strings.ToLower(u.Host),
 	}
 	o.dim.Store(int64(cfg.Dim))
 	if cfg.CacheSize > 0 {
-		o.cache, err = newVectorCache(cfg.CacheSize, o.model, cfg.CacheFile, cfg.Dim, o.log)
+		o.cache, err = newVectorCache(cfg.CacheSize, o.model, cfg.CacheFile, cfg.Dim, cfg.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("openai embedder: %w", err)
 		}
@@ -219,35 +185,6 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		return nil, errors.New("openai embedder: a cache file needs a cache (CacheSize > 0)")
 	}
 	return o, nil
-}
-
-// embeddingsURL resolves a base URL to the embeddings endpoint.
-func embeddingsURL(base string) (*url.URL, error) {
-	base = strings.TrimSpace(base)
-	if base == "" {
-		return nil, errors.New("a base URL is required")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return nil, fmt.Errorf("base URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("base URL %q: the scheme must be http or https", redactURL(base))
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("base URL %q has no host", redactURL(base))
-	}
-	p := strings.TrimRight(u.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/embeddings"):
-	case strings.HasSuffix(p, "/v1"):
-		p += "/embeddings"
-	default:
-		p += "/v1/embeddings"
-	}
-	u.Path, u.RawPath = p, ""
-	u.RawQuery, u.Fragment = "", ""
-	return u, nil
 }
 
 // Model returns "openai:" + model + "@" + host, e.g.
@@ -259,7 +196,7 @@ func (o *OpenAI) Model() string { return o.model }
 func (o *OpenAI) Dim() int { return int(o.dim.Load()) }
 
 // Endpoint is the embeddings URL requests go to (without user information).
-func (o *OpenAI) Endpoint() string { return o.display }
+func (o *OpenAI) Endpoint() string { return o.api.Display() }
 
 // DetectDim returns the dimension, asking the server for one vector first
 // if it is not known yet.
@@ -341,7 +278,7 @@ func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	return out, nil
 }
 
-// --- one request, with retries -----------------------------------------
+// --- one request ---------------------------------------------------------
 
 type embeddingsRequest struct {
 	Model string   `json:"model"`
@@ -356,28 +293,7 @@ type embeddingsResponse struct {
 }
 
 // APIError is a non-success HTTP answer of the embeddings server.
-type APIError struct {
-	Endpoint   string
-	StatusCode int
-	Message    string // the server's message (its "error"), or the start of its body
-}
-
-func (e *APIError) Error() string {
-	msg := fmt.Sprintf("embedding server %s answered %d %s", e.Endpoint, e.StatusCode, http.StatusText(e.StatusCode))
-	if e.Message != "" {
-		msg += ": " + e.Message
-	}
-	return msg
-}
-
-// retryable marks an error worth another attempt.
-type retryable struct {
-	err        error
-	retryAfter time.Duration // from the Retry-After header; 0 if none
-}
-
-func (r *retryable) Error() string { return r.err.Error() }
-func (r *retryable) Unwrap() error { return r.err }
+type APIError = apiclient.APIError
 
 // fetch embeds one batch of non-empty texts, retrying transient failures.
 func (o *OpenAI) fetch(ctx context.Context, batch []string) ([][]float32, error) {
@@ -385,113 +301,29 @@ func (o *OpenAI) fetch(ctx context.Context, batch []string) ([][]float32, error)
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		vs, err := o.attempt(ctx, body, len(batch))
-		if err == nil {
-			return vs, nil
+	var vs [][]float32
+	err = o.api.Post(ctx, body, "application/json", func(r io.Reader) error {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("embed with %s: %w", o.model, ctx.Err())
-		}
-		var re *retryable
-		if !errors.As(err, &re) {
-			return nil, fmt.Errorf("embed with %s: %w", o.model, err)
-		}
-		if attempt >= o.cfg.MaxRetries {
-			return nil, fmt.Errorf("embed with %s: giving up after %d attempts: %w", o.model, attempt+1, re.err)
-		}
-		delay := o.backoff(attempt)
-		if re.retryAfter > 0 {
-			if re.retryAfter > o.cfg.MaxRetryAfter {
-				return nil, fmt.Errorf("embed with %s: the server asks to retry after %s (more than %s): %w",
-					o.model, re.retryAfter, o.cfg.MaxRetryAfter, re.err)
-			}
-			delay = re.retryAfter
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < delay {
-			return nil, fmt.Errorf("embed with %s: no time left to retry in %s: %w", o.model, delay, re.err)
-		}
-		o.log.Warn("embedding request failed; retrying", "model", o.model, "attempt", attempt+1,
-			"retry_in", delay.Round(time.Millisecond), "err", re.err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("embed with %s: %w", o.model, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// backoff is the delay before retry n (0-based): a random time between half
-// and all of min(RetryMaxDelay, RetryBaseDelay·2ⁿ).
-func (o *OpenAI) backoff(n int) time.Duration {
-	d := o.cfg.RetryMaxDelay
-	if n < 30 {
-		d = min(d, o.cfg.RetryBaseDelay<<n)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// attempt sends one request and decodes the answer.
-func (o *OpenAI) attempt(ctx context.Context, body []byte, n int) ([][]float32, error) {
-	actx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, o.endpoint, bytes.NewReader(body))
+		vs, err = o.decode(data, len(batch))
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("embed with %s: %w", o.model, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "cardex")
-	if o.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+o.cfg.APIKey)
-	}
-	resp, err := o.client.Do(req)
-	if err != nil {
-		return nil, o.transportError(ctx, actx, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return nil, o.transportError(ctx, actx, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		apiErr := &APIError{Endpoint: o.display, StatusCode: resp.StatusCode, Message: errorMessage(data)}
-		if resp.StatusCode == http.StatusTooManyRequests ||
-			(resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented) {
-			return nil, &retryable{err: apiErr, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
-		}
-		return nil, apiErr
-	}
-	if len(data) > maxResponseBytes {
-		return nil, fmt.Errorf("embedding server %s: the answer is larger than %d MiB", o.display, maxResponseBytes>>20)
-	}
-	return o.decode(data, n)
-}
-
-// transportError classifies a failure to get an answer: the caller's own
-// cancellation as is, everything else (timeout, refused connection, reset)
-// as retryable.
-func (o *OpenAI) transportError(ctx, actx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if errors.Is(actx.Err(), context.DeadlineExceeded) {
-		return &retryable{err: fmt.Errorf("embedding server %s: no answer within %s", o.display, o.cfg.Timeout)}
-	}
-	// url.Error carries the (user-information-free) URL already.
-	return &retryable{err: fmt.Errorf("embedding server: %w", err)}
+	return vs, nil
 }
 
 // decode checks and normalises a successful answer for n inputs.
 func (o *OpenAI) decode(data []byte, n int) ([][]float32, error) {
 	var resp embeddingsResponse
 	if err := json.Unmarshal(data, &resp); err != nil {
-		return nil, fmt.Errorf("embedding server %s: the answer is not an embeddings response: %w", o.display, err)
+		return nil, fmt.Errorf("embedding server %s: the answer is not an embeddings response: %w", o.api.Display(), err)
 	}
 	if len(resp.Data) != n {
-		return nil, fmt.Errorf("embedding server %s: got %d embeddings for %d inputs", o.display, len(resp.Data), n)
+		return nil, fmt.Errorf("embedding server %s: got %d embeddings for %d inputs", o.api.Display(), len(resp.Data), n)
 	}
 	out := make([][]float32, n)
 	for pos, d := range resp.Data {
@@ -500,21 +332,21 @@ func (o *OpenAI) decode(data []byte, n int) ([][]float32, error) {
 			i = *d.Index
 		}
 		if i < 0 || i >= n {
-			return nil, fmt.Errorf("embedding server %s: index %d is outside 0..%d", o.display, i, n-1)
+			return nil, fmt.Errorf("embedding server %s: index %d is outside 0..%d", o.api.Display(), i, n-1)
 		}
 		if out[i] != nil {
-			return nil, fmt.Errorf("embedding server %s: index %d appears twice", o.display, i)
+			return nil, fmt.Errorf("embedding server %s: index %d appears twice", o.api.Display(), i)
 		}
 		raw, err := parseVector(d.Embedding)
 		if err != nil {
-			return nil, fmt.Errorf("embedding server %s: embedding %d: %w", o.display, i, err)
+			return nil, fmt.Errorf("embedding server %s: embedding %d: %w", o.api.Display(), i, err)
 		}
 		if err := o.checkDim(len(raw)); err != nil {
 			return nil, err
 		}
 		v, err := normalize(raw)
 		if err != nil {
-			return nil, fmt.Errorf("embedding server %s: embedding %d: %w", o.display, i, err)
+			return nil, fmt.Errorf("embedding server %s: embedding %d: %w", o.api.Display(), i, err)
 		}
 		out[i] = v
 	}
@@ -525,14 +357,14 @@ func (o *OpenAI) decode(data []byte, n int) ([][]float32, error) {
 // rejects every other.
 func (o *OpenAI) checkDim(d int) error {
 	if d == 0 {
-		return fmt.Errorf("embedding server %s returned an empty vector", o.display)
+		return fmt.Errorf("embedding server %s returned an empty vector", o.api.Display())
 	}
 	if o.dim.CompareAndSwap(0, int64(d)) {
 		return nil
 	}
 	if want := o.Dim(); d != want {
 		return fmt.Errorf("%w: %s returned a %d-dimensional vector for model %q, want %d",
-			ErrDimensionMismatch, o.display, d, o.cfg.Model, want)
+			ErrDimensionMismatch, o.api.Display(), d, o.cfg.Model, want)
 	}
 	return nil
 }
@@ -581,63 +413,6 @@ func normalize(v []float64) ([]float32, error) {
 		out[i] = float32(x * inv)
 	}
 	return out, nil
-}
-
-// errorMessage extracts the server's message from an error body: OpenAI and
-// vLLM send {"error": {"message": ...}}, Ollama and
-// text-embeddings-inference {"error": "..."}; anything else is quoted
-// (shortened).
-func errorMessage(body []byte) string {
-	var e struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	msg := ""
-	if json.Unmarshal(body, &e) == nil {
-		var s string
-		var obj struct {
-			Message string `json:"message"`
-		}
-		switch {
-		case json.Unmarshal(e.Error, &s) == nil && s != "":
-			msg = s
-		case json.Unmarshal(e.Error, &obj) == nil && obj.Message != "":
-			msg = obj.Message
-		case e.Message != "":
-			msg = e.Message
-		case len(e.Detail) > 0:
-			msg = string(e.Detail)
-		}
-	}
-	if msg == "" {
-		msg = string(bytes.TrimSpace(body))
-	}
-	msg = strings.Join(strings.Fields(msg), " ")
-	if len(msg) > maxErrorMessage {
-		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
-	}
-	return msg
-}
-
-// parseRetryAfter reads a Retry-After value: seconds, or an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 || math.IsNaN(s) || s > 1e6 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 // --- cache ----------------------------------------------------------------

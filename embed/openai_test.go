@@ -220,32 +220,6 @@ func TestOpenAIBatchSizeAndNoKey(t *testing.T) {
 	}
 }
 
-func TestEmbeddingsURL(t *testing.T) {
-	for base, want := range map[string]string{
-		"https://api.openai.com/v1":                "https://api.openai.com/v1/embeddings",
-		"https://api.openai.com/v1/":               "https://api.openai.com/v1/embeddings",
-		"http://127.0.0.1:11434":                   "http://127.0.0.1:11434/v1/embeddings",
-		"http://localhost:8080/":                   "http://localhost:8080/v1/embeddings",
-		"http://gw.internal/openai/v1":             "http://gw.internal/openai/v1/embeddings",
-		"http://gw.internal/x/v1/embeddings":       "http://gw.internal/x/v1/embeddings",
-		" http://h:1/v1/embeddings?api-version=2 ": "http://h:1/v1/embeddings",
-	} {
-		u, err := embeddingsURL(base)
-		if err != nil {
-			t.Errorf("embeddingsURL(%q): %v", base, err)
-			continue
-		}
-		if u.String() != want {
-			t.Errorf("embeddingsURL(%q) = %q, want %q", base, u, want)
-		}
-	}
-	for _, bad := range []string{"", "localhost:11434", "ftp://h/v1", "http:///v1"} {
-		if _, err := embeddingsURL(bad); err == nil {
-			t.Errorf("embeddingsURL(%q) accepted", bad)
-		}
-	}
-}
-
 func TestOpenAIModelIDSeparatesHosts(t *testing.T) {
 	a, err := NewOpenAI(OpenAIConfig{BaseURL: "http://10.0.0.1:11434", Model: "nomic-embed-text"})
 	if err != nil {
@@ -720,41 +694,6 @@ func TestOpenAIConcurrentUse(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for v, want := range map[string]time.Duration{
-		"":                              0,
-		"2":                             2 * time.Second,
-		"0.5":                           500 * time.Millisecond,
-		"-1":                            0,
-		"soon":                          0,
-		"Fri, 02 Jan 2026 03:04:15 GMT": 10 * time.Second,
-		"Fri, 02 Jan 2026 03:00:00 GMT": 0,
-	} {
-		if got := parseRetryAfter(v, now); got != want {
-			t.Errorf("parseRetryAfter(%q) = %s, want %s", v, got, want)
-		}
-	}
-}
-
-func TestOpenAIBackoffGrowsWithJitter(t *testing.T) {
-	o, err := NewOpenAI(OpenAIConfig{BaseURL: "http://h", Model: "m", RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n, ceil := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
-		ceil *= time.Millisecond
-		for range 20 {
-			if d := o.backoff(n); d < ceil/2 || d > ceil {
-				t.Errorf("backoff(%d) = %s, want within [%s, %s]", n, d, ceil/2, ceil)
-			}
-		}
-	}
-	if d := o.backoff(100); d > time.Second {
-		t.Errorf("backoff(100) = %s, beyond the maximum", d)
 	}
 }
 

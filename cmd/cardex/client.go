@@ -29,11 +29,17 @@ type clientFlags struct {
 	timeout time.Duration
 	token   string
 	tls     tlsClientFlags
+	// yaml: the command prints YAML too (-o yaml).
+	yaml bool
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.addr, "addr", envOr("CARDEX_ADDR", "127.0.0.1:50051"), "server address (env CARDEX_ADDR)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	formats := "table or json"
+	if f.yaml {
+		formats = "table, json or yaml"
+	}
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: "+formats)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "request timeout")
 	cmd.Flags().StringVar(&f.token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "catalog token, if the server requires one (env CARDEX_CATALOG_TOKEN)")
 	cmd.Flags().StringVar(&f.token, "token", envOr("CARDEX_TOKEN", os.Getenv("CARDEX_CATALOG_TOKEN")), "service token (role discover, catalog or admin) or JWT sent as authorization: Bearer (env CARDEX_TOKEN)")
@@ -42,7 +48,15 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 }
 
 // check refuses a bad --output before anything is done.
-func (f *clientFlags) check() error { return checkOutput(f.output) }
+func (f *clientFlags) check() error {
+	if !f.yaml {
+		return checkOutput(f.output)
+	}
+	if f.output != "table" && f.output != "json" && f.output != "yaml" {
+		return usageError("--output %q: use table, json or yaml", f.output)
+	}
+	return nil
+}
 
 func checkOutput(o string) error {
 	if o != "table" && o != "json" {
@@ -63,11 +77,16 @@ func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-	if f.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
-	}
+	ctx, cancel := context.WithTimeout(f.withToken(cmd.Context()), f.timeout)
 	return conn, ctx, cancel, nil
+}
+
+// withToken adds the token, if any, to the calls made with ctx.
+func (f *clientFlags) withToken(ctx context.Context) context.Context {
+	if f.token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 }
 
 // dial connects to a cardex server. Every call's error is explained in the

@@ -36,6 +36,8 @@ type importFlags struct {
 	cf                                 clientFlags
 	tenant, server, scopes             string
 	overrideScopes, reactivate, dryRun bool
+	enrich                             bool
+	llm                                llmFlags // enrich.go
 }
 
 func (f *importFlags) register(cmd *cobra.Command) {
@@ -47,6 +49,8 @@ func (f *importFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.overrideScopes, "override-scopes", false, "set --scopes on existing cards too (by default they keep theirs)")
 	fl.BoolVar(&f.reactivate, "reactivate", false, "reactivate revoked cards whose tool is back (by default they stay revoked)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "show the changes without writing them")
+	fl.BoolVar(&f.enrich, "enrich", false, "then write search examples for the namespace's cards that lack current ones, with --llm-url and --llm-model (see 'cardex enrich')")
+	f.llm.register(cmd)
 }
 
 func (f *importFlags) check() error {
@@ -55,6 +59,11 @@ func (f *importFlags) check() error {
 	}
 	if !cards.ValidName(f.server) {
 		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
+	}
+	if f.enrich {
+		if err := f.llm.check(); err != nil {
+			return err
+		}
 	}
 	return f.cf.check()
 }
@@ -342,7 +351,10 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 		}
 		sch = &c
 	}
-	return applyPlan(ctx, cat, f, plan, skipped, sch)
+	if err := applyPlan(ctx, cat, f, plan, skipped, sch); err != nil {
+		return err
+	}
+	return enrichAfterImport(cmd, conn, f)
 }
 
 // importCatalog is where an import writes: cards and server entries.

@@ -91,6 +91,9 @@ skipped. With --upstreams FILE the database URL is the sql entry of --server in 
 			if err := applyPlan(ctx, cat, &f, plan, skipped, nil); err != nil {
 				return err
 			}
+			if err := enrichAfterImport(cmd, conn, &f); err != nil {
+				return err
+			}
 			if upstreamsFile == "" && !f.dryRun {
 				fmt.Fprintf(os.Stderr, "for %s/%s to run queries, register the database in the upstreams file of 'cardex serve --upstreams' (with the URL of a read-only role):\n%s",
 					f.server, sqlquery.QueryTool, sqlSnippet(f.server))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,7 +56,7 @@ never compared with these. Progress goes to stderr.`,
 				return err
 			}
 			defer store.Close()
-			p := newProgress(cmd.ErrOrStderr())
+			p := newProgress(cmd.ErrOrStderr(), "reindex")
 			res, err := reindex(ctx, store, emb, missingOnly, p.update)
 			if err != nil {
 				return err
@@ -163,18 +164,19 @@ func reindex(ctx context.Context, st cards.Store, emb embed.Embedder, missingOnl
 	return res, nil
 }
 
-// progress prints "reindex: n/total cards (p%), r cards/s, ETA" on stderr:
+// progress prints "LABEL: n/total cards (p%), r cards/s, ETA" on stderr:
 // rewritten in place on a terminal (at most 5 times a second), one line
 // every 2 seconds otherwise, and always at the end.
 type progress struct {
 	w     io.Writer
+	label string
 	tty   bool
 	start time.Time
 	last  time.Time
 }
 
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w, start: time.Now()}
+func newProgress(w io.Writer, label string) *progress {
+	p := &progress{w: w, label: label, start: time.Now()}
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			p.tty = true
@@ -200,12 +202,17 @@ func (p *progress) update(done, total int) {
 	if total > 0 {
 		pct = 100 * float64(done) / float64(total)
 	}
-	line := fmt.Sprintf("reindex: %d/%d cards (%.0f%%), %.1f cards/s", done, total, pct, r)
+	line := fmt.Sprintf("%s: %d/%d cards (%.0f%%), %.1f cards/s", p.label, done, total, pct, r)
 	if !final && r > 0 {
 		line += fmt.Sprintf(", about %s left", time.Duration(float64(total-done)/r*float64(time.Second)).Round(time.Second))
 	}
 	if p.tty {
-		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+		const width = 24
+		fill := width
+		if total > 0 {
+			fill = width * done / total
+		}
+		fmt.Fprintf(p.w, "\r[%s%s] %s\x1b[K", strings.Repeat("#", fill), strings.Repeat(".", width-fill), line)
 		if final {
 			fmt.Fprintln(p.w)
 		}

@@ -77,7 +77,7 @@ func rootCmd() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(serveCmd(), cardsCmd(), discoverCmd(), describeCmd(), authorizeCmd(), searchCmd(), reindexCmd(), migrateCmd())
 	root.AddCommand(evalCmd())
-	root.AddCommand(importCmd(), toolsCmd())
+	root.AddCommand(importCmd(), enrichCmd(), toolsCmd())
 	root.AddCommand(serversCmd())
 	root.AddCommand(versionCmd(), outcomeCmd(), logsCmd(), healthCmd())
 	root.AddCommand(tokenCmd())

@@ -38,9 +38,10 @@ func serveCmd() *cobra.Command {
 	var consoleEvalDir string
 	var logFormat string
 	var metricsTenants int
-	var ef embedderFlags  // --embedder and --embed-*, shared with reindex
-	var sf storeFlags     // --store, --database-url, --database-schema
-	var rf residencyFlags // --tenants, --shard, --memory-budget
+	var ef embedderFlags     // --embedder and --embed-*, shared with reindex
+	var sf storeFlags        // --store, --database-url, --database-schema
+	var rf residencyFlags    // --tenants, --shard, --memory-budget
+	var enf serveEnrichFlags // --enrich-url, --enrich-model (enrich.go)
 
 	var sec securityFlags // --service-tokens, --insecure, --tls-*, --jwt-*, rate limits
 	cmd := &cobra.Command{
@@ -131,6 +132,10 @@ func serveCmd() *cobra.Command {
 				fbc.Sink = pgw
 			}
 			fbc.Metrics = met
+			enricher, err := enf.start(ctx, store, &sf, dataDir, met, log)
+			if err != nil {
+				return err
+			}
 			fb, err := feedback.New(ctx, fbc)
 			if err != nil {
 				return fmt.Errorf("feedback log: %w", err)
@@ -145,7 +150,7 @@ func serveCmd() *cobra.Command {
 			var web http.Handler
 			if consoleOn && httpListen != "" {
 				if web, err = console.New(console.Config{Store: store, Retriever: ret, Auth: secu.auth, Limiter: secu.limiter, Trail: trail,
-					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Logger: log}); err != nil {
+					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log}); err != nil {
 					return err
 				}
 			}
@@ -228,6 +233,7 @@ func serveCmd() *cobra.Command {
 	sf.register(cmd)
 	rf.register(cmd)
 	sec.register(cmd)
+	enf.register(cmd)
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 // Package testkit groups helpers that only tests import: test databases
-// (pgtest), a throwaway certificate authority (testpki) and a small Petstore
-// API (petstore). Nothing outside a _test.go file may import them.
+// (pgtest), a throwaway certificate authority (testpki), a small Petstore
+// API (petstore) and an OpenAI-compatible chat server (chatfake). Nothing
+// outside a _test.go file may import them.
 //
 // May import: codec, core.
 //

@@ -128,6 +128,8 @@ func TestConsoleAuthorization(t *testing.T) {
 				}{
 					{"/console/cards/acme/billing/issue_refund/status", map[string]string{"csrf": csrf, "version": version, "status": "revoked"}},
 					{"/console/cards/acme/billing/issue_refund/aliases", map[string]string{"csrf": csrf, "version": version, "alias": "free money"}},
+					{"/console/cards/acme/billing/issue_refund/examples", map[string]string{"csrf": csrf, "version": version, "examples": "free money"}},
+					{"/console/cards/acme/billing/issue_refund/enrich", map[string]string{"csrf": csrf, "version": version}},
 				} {
 					st := u.forge(w.action, w.fields)
 					switch {
@@ -139,7 +141,7 @@ func TestConsoleAuthorization(t *testing.T) {
 						t.Errorf("%s: HTTP %d, want 403", w.action, st)
 					}
 					now := h.getCard(t, "acme", "billing", "issue_refund")
-					if now.Status != "active" || now.Version != refund.Version || strings.Contains(strings.Join(now.Aliases, ","), "free money") {
+					if now.Status != "active" || now.Version != refund.Version || strings.Contains(strings.Join(now.Aliases, ","), "free money") || len(now.SearchExamples) > 0 {
 						t.Fatalf("%s by %s wrote: status %s, version %d, aliases %v", w.action, names[token], now.Status, now.Version, now.Aliases)
 					}
 					u.open("/console/")

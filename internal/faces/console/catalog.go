@@ -16,6 +16,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/ops/lint"
+	"github.com/seed0cff8200/cardex/internal/sources/enrich"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 )
 
@@ -45,6 +46,8 @@ type catalogData struct {
 	NextURL  string
 	Statuses []cards.Status
 	Kinds    []cards.Kind
+	// Enrichment is the enrichment worker's status (nil: none runs).
+	Enrichment *enrich.Status
 }
 
 // tenantCards reads every card of a tenant, in (server, name) order.
@@ -70,6 +73,10 @@ func (c *Console) catalogPage(w http.ResponseWriter, r *http.Request, s *session
 	d := catalogData{Tenant: q.Get("tenant"), Server: q.Get("server"), Status: q.Get("status"), Kind: q.Get("kind"), Query: strings.TrimSpace(q.Get("q")),
 		Statuses: []cards.Status{cards.StatusActive, cards.StatusPending, cards.StatusRevoked},
 		Kinds:    []cards.Kind{cards.KindMCPTool, cards.KindRESTOperation, cards.KindSQLView, cards.KindFunction}}
+	if c.cfg.Enrichment != nil {
+		st := c.cfg.Enrichment.Status()
+		d.Enrichment = &st
+	}
 	tenants, err := c.tenants.Tenants(ctx)
 	if err != nil {
 		c.fail(w, r, "Catalogue", err)
@@ -180,6 +187,7 @@ type cardData struct {
 	Misses      []missRow
 	MissCount   int
 	Statuses    []cards.Status
+	Examples    examplesData
 }
 
 // MaxCardMisses is how many of a card's latest misses its page lists.
@@ -214,7 +222,7 @@ func (c *Console) showCard(w http.ResponseWriter, r *http.Request, s *session, s
 		return
 	}
 	d := cardData{Card: cd, Key: k, Input: indent(cd.InputSchema), Output: indent(cd.OutputSchema),
-		Statuses: []cards.Status{cards.StatusActive, cards.StatusPending, cards.StatusRevoked}}
+		Statuses: []cards.Status{cards.StatusActive, cards.StatusPending, cards.StatusRevoked}, Examples: c.examplesOf(&cd)}
 	if e, err := c.cfg.Store.GetServer(ctx, k.Tenant, k.Server); err == nil {
 		d.Entry = &e
 	}
@@ -314,14 +322,9 @@ func (c *Console) write(w http.ResponseWriter, r *http.Request, s *session, what
 		return
 	}
 	principal := s.Catalog.Name
-	limitKey := "credential:" + principal
-	if d := c.cfg.Limiter.Allow(ratelimit.Call, limitKey, ""); d != nil {
-		c.writeFailed(w, r, s, d)
-		return
-	}
-	release, d := c.cfg.Limiter.Acquire(limitKey)
-	if d != nil {
-		c.writeFailed(w, r, s, d)
+	release, err := c.limitWrite(principal)
+	if err != nil {
+		c.writeFailed(w, r, s, err)
 		return
 	}
 	defer release()
@@ -346,10 +349,30 @@ func (c *Console) write(w http.ResponseWriter, r *http.Request, s *session, what
 	}
 	entry.Outcome, entry.AfterVersion, entry.BeforeVersion = string(res[0].Outcome), res[0].Version, version
 	c.audit(entry)
-	if err := c.cfg.Retriever.Sync(context.WithoutCancel(ctx)); err != nil {
+	c.written(w, r, k, what+" "+string(res[0].Outcome)+", version "+strconv.FormatInt(res[0].Version, 10))
+}
+
+// limitWrite applies the caller's rate limits to one write; release ends
+// it.
+func (c *Console) limitWrite(principal string) (func(), error) {
+	limitKey := "credential:" + principal
+	if d := c.cfg.Limiter.Allow(ratelimit.Call, limitKey, ""); d != nil {
+		return nil, d
+	}
+	release, d := c.cfg.Limiter.Acquire(limitKey)
+	if d != nil {
+		return nil, d
+	}
+	return release, nil
+}
+
+// written makes a write visible to discovery and shows the card again,
+// saying what was done.
+func (c *Console) written(w http.ResponseWriter, r *http.Request, k cards.Key, done string) {
+	if err := c.cfg.Retriever.Sync(context.WithoutCancel(r.Context())); err != nil {
 		c.log.Error("retriever sync after a console write failed; the periodic sync will retry", "err", err)
 	}
-	http.Redirect(w, r, cardURL(k)+"?done="+url.QueryEscape(what+" "+string(res[0].Outcome)+", version "+strconv.FormatInt(res[0].Version, 10)), http.StatusSeeOther)
+	http.Redirect(w, r, cardURL(k)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
 }
 
 func (c *Console) writeFailed(w http.ResponseWriter, r *http.Request, s *session, err error) {

@@ -33,6 +33,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/access/auth"
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/sources/enrich"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
@@ -61,7 +62,11 @@ type Config struct {
 	// playground shows.
 	GRPCAddr string
 	GRPCTLS  bool
-	Logger   *slog.Logger
+	// Enrichment is the server's enrichment worker (serve --enrich-url),
+	// or nil: the catalogue shows its status and a card's page can ask it
+	// for fresh search examples.
+	Enrichment *enrich.Worker
+	Logger     *slog.Logger
 }
 
 //go:embed templates/*.html
@@ -118,6 +123,8 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("GET "+Path+"cards/{tenant}/{server}/{name}", c.needs(roleCatalog, c.cardPage))
 	m.HandleFunc("POST "+Path+"cards/{tenant}/{server}/{name}/status", c.needs(roleCatalog, c.writeStatus))
 	m.HandleFunc("POST "+Path+"cards/{tenant}/{server}/{name}/aliases", c.needs(roleCatalog, c.writeAlias))
+	m.HandleFunc("POST "+Path+"cards/{tenant}/{server}/{name}/examples", c.needs(roleCatalog, c.writeExamples))
+	m.HandleFunc("POST "+Path+"cards/{tenant}/{server}/{name}/enrich", c.needs(roleCatalog, c.enrichCard))
 	m.HandleFunc("GET "+Path+"misses", c.needs(roleCatalog, c.missesPage))
 	m.HandleFunc("GET "+Path+"misses/queries.jsonl", c.needs(roleCatalog, c.missesExport))
 	m.HandleFunc("GET "+Path+"eval", c.needs(roleCatalog, c.evalPage))

@@ -63,8 +63,9 @@ func sum(tok string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// newHarness starts everything; open: no credential configured at all.
-func newHarness(t *testing.T, open bool) *harness {
+// newHarness starts everything; open: no credential configured at all;
+// opts may change the console's configuration (the store is open by then).
+func newHarness(t *testing.T, open bool, opts ...func(*harness, *console.Config)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -137,8 +138,12 @@ func newHarness(t *testing.T, open bool) *harness {
 	if err := os.MkdirAll(h.evalDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	web, err := console.New(console.Config{Store: store, Retriever: ret, Auth: authn, Trail: trail,
-		FeedbackLog: h.fbPath, EvalDir: h.evalDir, GRPCAddr: h.grpcAddr})
+	cc := console.Config{Store: store, Retriever: ret, Auth: authn, Trail: trail,
+		FeedbackLog: h.fbPath, EvalDir: h.evalDir, GRPCAddr: h.grpcAddr}
+	for _, o := range opts {
+		o(h, &cc)
+	}
+	web, err := console.New(cc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,3 +293,37 @@ func TestFollowCatalog(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestWatchEnrichment: the enrichment worker's status, read at each scrape.
+func TestWatchEnrichment(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	st := metrics.EnrichmentStatus{Leader: true, Backlog: 7, Written: 5, Unchanged: 1, KeptPerson: 2, Failed: 3, Calls: 8, CacheHits: 4}
+	m.WatchEnrichment(func() metrics.EnrichmentStatus { return st })
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"cardex_enrich_leader", nil, 1},
+		{"cardex_enrich_backlog_cards", nil, 7},
+		{"cardex_enrich_cards_total", map[string]string{"outcome": "written"}, 5},
+		{"cardex_enrich_cards_total", map[string]string{"outcome": "kept_person"}, 2},
+		{"cardex_enrich_cards_total", map[string]string{"outcome": "failed"}, 3},
+		{"cardex_enrich_model_calls_total", nil, 8},
+		{"cardex_enrich_cache_hits_total", nil, 4},
+	} {
+		if got := value(fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	st.Leader, st.Backlog = false, 0
+	fams = scrape(t, srv.URL)
+	if value(fams, "cardex_enrich_leader", nil) != 0 || value(fams, "cardex_enrich_backlog_cards", nil) != 0 {
+		t.Error("the second scrape did not read the status again")
+	}
+	var nilM *metrics.Metrics
+	nilM.WatchEnrichment(func() metrics.EnrichmentStatus { return st })
+}
