@@ -18,7 +18,7 @@ import (
 // the embedded store, apply the example catalogue, discover, describe,
 // authorize, stop with SIGTERM and start again on the same data directory.
 
-func buildBinary(t *testing.T, flags ...string) string {
+func buildBinary(t testing.TB, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cardex")
 	out, err := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...).CombinedOutput()

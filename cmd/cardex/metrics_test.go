@@ -90,7 +90,7 @@ func startServerJSON(t *testing.T, bin, dataDir string) (addr, httpAddr string) 
 	return addr, httpAddr
 }
 
-func scrapeMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
+func scrapeMetrics(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

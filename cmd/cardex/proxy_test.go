@@ -45,7 +45,7 @@ func nginxBinary(t *testing.T) string {
 	return ""
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +57,7 @@ func freePort(t *testing.T) string {
 
 // nginxConfig is deploy/nginx/cardex.conf as documented, with the replica
 // lines between its "# replicas" markers and its listen ports replaced.
-func nginxConfig(t *testing.T, dir, grpcListen, httpListen string, grpcReplicas, httpReplicas []string) string {
+func nginxConfig(t testing.TB, dir, grpcListen, httpListen string, grpcReplicas, httpReplicas []string) string {
 	t.Helper()
 	doc, err := os.ReadFile("../../deploy/nginx/cardex.conf")
 	if err != nil {
