@@ -650,7 +650,10 @@ func (s *Store) Embeddings(ctx context.Context, model string, keys []cards.Key) 
 		return out, nil
 	}
 	t, sv, n := keyArrays(keys)
-	rows, err := s.pool.Query(ctx, s.sql(`SELECT tenant, server, name, text_hash, embedding::text FROM {s}.card_embeddings
+	// vector_send is pgvector's binary form: decoding it is far cheaper
+	// than parsing the text form's decimals (a tenant's load reads
+	// thousands of vectors), and it passes the simple protocol as bytea.
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT tenant, server, name, text_hash, vector_send(embedding) FROM {s}.card_embeddings
 		WHERE model = $1 AND (tenant, server, name) IN (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))`),
 		model, t, sv, n)
 	if err != nil {
@@ -660,7 +663,11 @@ func (s *Store) Embeddings(ctx context.Context, model string, keys []cards.Key) 
 	for rows.Next() {
 		var e cards.Embedding
 		var v pgvector.Vector
-		if err := rows.Scan(&e.Key.Tenant, &e.Key.Server, &e.Key.Name, &e.TextHash, &v); err != nil {
+		var raw []byte
+		if err := rows.Scan(&e.Key.Tenant, &e.Key.Server, &e.Key.Name, &e.TextHash, &raw); err != nil {
+			return nil, s.wrap(ctx, "embeddings", err)
+		}
+		if err := v.DecodeBinary(raw); err != nil {
 			return nil, s.wrap(ctx, "embeddings", err)
 		}
 		e.Model, e.Vector = model, v.Slice()
