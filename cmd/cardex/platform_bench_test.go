@@ -25,8 +25,10 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/postgres"
 	"github.com/seed0cff8200/cardex/cards/synth"
+	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
 )
 
 // BenchmarkPlatform measures tenant residency at platform scale
@@ -173,6 +175,10 @@ func loadPlatform(b *testing.B, url, schema string, tenants []synth.Tenant) {
 		b.Logf("the platform's %d cards are loaded already (schema %s)", total, schema)
 		return
 	}
+	emb, err := embed.Builtin()
+	if err != nil {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	done := 0
@@ -186,7 +192,9 @@ func loadPlatform(b *testing.B, url, schema string, tenants []synth.Tenant) {
 			for i := range work {
 				cs := synth.Catalogue(tenants[i].Cards, synth.TenantSeed(i), tenants[i].ID)
 				for s := 0; s < len(cs); s += 500 {
-					if _, err := st.Put(ctx, cs[s:min(s+500, len(cs))]); err != nil {
+					part := cs[s:min(s+500, len(cs))]
+					err := putWithVectors(ctx, st, emb, part)
+					if err != nil {
 						mu.Lock()
 						firstErr = err
 						mu.Unlock()
@@ -210,6 +218,27 @@ func loadPlatform(b *testing.B, url, schema string, tenants []synth.Tenant) {
 		b.Fatalf("load: %v", firstErr)
 	}
 	b.Logf("loaded %d cards over %d tenants in %v", total, len(tenants), time.Since(start).Round(time.Second))
+}
+
+// putWithVectors writes cards and the vectors a replica would compute for
+// them (so that the replicas' first start does not embed a million cards).
+func putWithVectors(ctx context.Context, st *postgres.Store, emb embed.Embedder, cs []cards.Card) error {
+	if _, err := st.Put(ctx, cs); err != nil {
+		return err
+	}
+	texts := make([]string, len(cs))
+	for i := range cs {
+		texts[i] = retriever.LearnedEmbeddingText(&cs[i], nil)
+	}
+	vs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return err
+	}
+	es := make([]cards.Embedding, len(cs))
+	for i := range cs {
+		es[i] = cards.Embedding{Key: cs[i].Key(), Model: emb.Model(), TextHash: retriever.EmbeddingHash(texts[i]), Vector: vs[i]}
+	}
+	return st.PutEmbeddings(ctx, es)
 }
 
 // platformReplica is a `cardex serve` run with GODEBUG=gctrace=1, so that
