@@ -59,6 +59,9 @@ func BenchmarkPlatform(b *testing.B) {
 		b.Fatalf("migrate up: %v\n%s", err, out)
 	}
 	loadPlatform(b, url, schema, tenants)
+	if os.Getenv("CARDEX_SCALE_LOAD_ONLY") != "" {
+		return // CARDEX_SCALE_LOAD_ONLY: load the catalogue for a later run
+	}
 
 	// The requests: tenants drawn by size (a big tenant gets more
 	// traffic), queries of the synthetic vocabulary, every tool visible.
