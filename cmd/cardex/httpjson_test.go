@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +21,14 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/seed0cff8200/cardex/internal/access/tokens"
 	"github.com/seed0cff8200/cardex/internal/codec/toolname"
+	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
 // HTTP/JSON test credentials.
@@ -30,6 +36,7 @@ const (
 	jsonAdminToken    = "json-admin-token-0123456789"
 	jsonDiscoverToken = "json-discover-token-0123456789" // bound to acme, notes:read notes:write
 	jsonAgentToken    = "json-agent-token-0123456789"    // the same caller, as an agent
+	jsonScopes        = "notes:read, notes:write, support:read, orders:read, repo:read"
 )
 
 // jsonServer starts `cardex serve` with service and agent tokens and returns
@@ -38,9 +45,9 @@ func jsonServer(t *testing.T, bin string, extra ...string) (addr, httpAddr strin
 	t.Helper()
 	dir := t.TempDir()
 	svc := writeTemp(t, "service-tokens.yaml", fmt.Sprintf("tokens:\n  - {name: ops, role: admin, token_sha256: %s}\n"+
-		"  - {name: notes-bot, role: discover, token_sha256: %s, caller: {tenant: acme, subject: bot, scopes: [notes:read, notes:write]}}\n",
+		"  - {name: notes-bot, role: discover, token_sha256: %s, caller: {tenant: acme, subject: bot, scopes: ["+jsonScopes+"]}}\n",
 		tokens.HashToken(jsonAdminToken), tokens.HashToken(jsonDiscoverToken)))
-	agents := writeTemp(t, "agent-tokens.yaml", "tokens:\n  - {token: "+jsonAgentToken+", tenant: acme, subject: bot, scopes: [notes:read, notes:write]}\n")
+	agents := writeTemp(t, "agent-tokens.yaml", "tokens:\n  - {token: "+jsonAgentToken+", tenant: acme, subject: bot, scopes: ["+jsonScopes+"]}\n")
 	addr, httpAddr, _ = startServerHTTP(t, bin, filepath.Join(dir, "data"), append([]string{"--service-tokens", svc, "--agent-tokens", agents}, extra...)...)
 	return addr, httpAddr
 }
@@ -391,4 +398,120 @@ func TestHTTPJSONLimits(t *testing.T) {
 		t.Errorf("429 without the retry delay: %s", last.raw)
 	}
 
+}
+
+// TestSameShortlistEverySurface: for the same caller, query and intents,
+// DiscoverTools over gRPC, DiscoverTools over HTTP/JSON and MCP search_tools
+// with a format answer the same shortlist, with the same definitions and the
+// same answer for the provider, in every format.
+func TestSameShortlistEverySurface(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	addr, h := jsonServer(t, bin)
+	if out, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/catalog/", "--token", jsonAdminToken); code != 0 {
+		t.Fatalf("cards apply: %s", out)
+	}
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	disc := pb.NewDiscoveryServiceClient(conn)
+	gctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+jsonDiscoverToken)
+
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + h + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearerTransport{jsonAgentToken}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "orchestrator", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	type shortlist struct {
+		Names       []string // provider names, in order
+		Definitions []any
+		Result      any
+	}
+	decode := func(s string) any {
+		var v any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		return v
+	}
+	for _, q := range []struct {
+		query   string
+		intents []string
+	}{
+		{query: "where is my package"},
+		{intents: []string{"find the customer's ticket", "look up the order it is about"}},
+	} {
+		for _, f := range []string{"anthropic_tool_reference", "anthropic_tools", "openai_tool_search", "openai_functions"} {
+			callID := ""
+			if strings.HasSuffix(f, "tool_reference") || strings.HasSuffix(f, "tool_search") {
+				callID = "call_7"
+			}
+			what := fmt.Sprintf("%s %q %q", f, q.query, q.intents)
+
+			g, err := disc.DiscoverTools(gctx, &pb.DiscoverToolsRequest{Query: q.query, Intents: q.intents, TopK: 4, Format: f, CallId: callID})
+			if err != nil {
+				t.Fatalf("%s: gRPC: %v", what, err)
+			}
+			var overGRPC shortlist
+			for _, tl := range g.GetTools() {
+				overGRPC.Names = append(overGRPC.Names, tl.GetProviderName())
+				overGRPC.Definitions = append(overGRPC.Definitions, decode(tl.GetDefinitionJson()))
+			}
+			overGRPC.Result = decode(g.GetProviderJson())
+			if len(overGRPC.Names) == 0 {
+				t.Fatalf("%s: empty shortlist", what)
+			}
+
+			body, _ := json.Marshal(map[string]any{"query": q.query, "intents": q.intents, "topK": 4, "format": f, "callId": callID})
+			hc := post(t, nil, h, "/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, string(body))
+			if hc.status != 200 {
+				t.Fatalf("%s: HTTP/JSON: %d %s", what, hc.status, hc.raw)
+			}
+			var overHTTP shortlist
+			for _, tl := range hc.body["tools"].([]any) {
+				m := tl.(map[string]any)
+				overHTTP.Names = append(overHTTP.Names, m["providerName"].(string))
+				overHTTP.Definitions = append(overHTTP.Definitions, decode(m["definitionJson"].(string)))
+			}
+			overHTTP.Result = decode(hc.body["providerJson"].(string))
+
+			args := map[string]any{"query": q.query, "limit": 4, "format": f}
+			if q.intents != nil {
+				args["intents"] = q.intents
+			}
+			if callID != "" {
+				args["call_id"] = callID
+			}
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search_tools", Arguments: args})
+			if err != nil || res.IsError {
+				t.Fatalf("%s: MCP: %v %+v", what, err, res)
+			}
+			var shaped struct {
+				Definitions []any
+				Result      any
+			}
+			if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &shaped); err != nil {
+				t.Fatal(err)
+			}
+			overMCP := shortlist{Definitions: shaped.Definitions, Result: shaped.Result}
+			for _, d := range shaped.Definitions {
+				overMCP.Names = append(overMCP.Names, d.(map[string]any)["name"].(string))
+			}
+
+			if !reflect.DeepEqual(overGRPC, overHTTP) {
+				t.Errorf("%s: gRPC and HTTP/JSON differ:\n%v\n%v", what, overGRPC, overHTTP)
+			}
+			if !reflect.DeepEqual(overGRPC, overMCP) {
+				t.Errorf("%s: gRPC and MCP differ:\n%v\n%v", what, overGRPC, overMCP)
+			}
+		}
+	}
 }
