@@ -398,6 +398,11 @@ func TestHTTPJSONLimits(t *testing.T) {
 		t.Errorf("429 without the retry delay: %s", last.raw)
 	}
 
+	// The server-side deadline (--rpc-timeout) bounds an HTTP/JSON call too.
+	_, h = jsonServer(t, bin, "--rpc-timeout", "1ns")
+	expectError(t, "past the server-side deadline", post(t, nil, h, "/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":"x"}`),
+		504, "deadline_exceeded", "deadline")
+
 }
 
 // TestSameShortlistEverySurface: for the same caller, query and intents,
