@@ -18,7 +18,7 @@ import (
 // The client libraries (clients/) and the worked examples (examples/*-ts,
 // examples/*-py) run here against a real `cardex serve` with the example
 // catalogue, the model API replaced by a local server that speaks its real
-// wire protocol and answers with recorded responses (examples/testdata).
+// wire protocol and answers with recorded responses (examples/testdata, one a line).
 // Outside CI the test skips when node, npm packages (npm ci) or python3 are
 // missing; under CI=true it fails instead.
 
@@ -78,16 +78,14 @@ func TestClientsAndExamples(t *testing.T) {
 		}
 	})
 	// The TypeScript examples type-check against the SDKs' own types.
-	for _, ex := range []string{"anthropic-ts", "openai-ts"} {
-		sh(t, repoRoot, env, "npm", "run", "build", "--workspace", "examples/"+ex)
-	}
+	sh(t, repoRoot, env, "npm", "run", "examples")
 	for _, ex := range []struct {
 		dir      string
 		provider string
 		run      []string
 	}{
-		{"anthropic-ts", "anthropic", []string{"node", "dist/main.js"}},
-		{"openai-ts", "openai", []string{"node", "dist/main.js"}},
+		{"anthropic-ts", "anthropic", []string{"node", "../dist/anthropic-ts/main.mjs"}},
+		{"openai-ts", "openai", []string{"node", "../dist/openai-ts/main.mjs"}},
 		{"anthropic-py", "anthropic", []string{"python3", "main.py"}},
 		{"openai-py", "openai", []string{"python3", "main.py"}},
 	} {
@@ -133,14 +131,17 @@ type fakeProvider struct {
 }
 
 func newFakeProvider(t *testing.T, provider string) *fakeProvider {
-	file := map[string]string{"anthropic": "anthropic-messages.json", "openai": "openai-responses.json"}[provider]
+	file := map[string]string{"anthropic": "anthropic-messages.jsonl", "openai": "openai-responses.jsonl"}[provider]
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "examples", "testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeProvider{t: t, provider: provider}
-	if err := json.Unmarshal(raw, &f.answers); err != nil {
-		t.Fatal(err)
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("%s: a line is not JSON: %s", file, line)
+		}
+		f.answers = append(f.answers, json.RawMessage(line))
 	}
 	return f
 }
