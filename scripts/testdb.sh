@@ -26,18 +26,25 @@ testdb_free_port() {
 	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
+# testdb_npm_ci installs the npm packages of package-lock.json (PGlite, and
+# the TypeScript client's and examples' packages of the npm workspaces) when
+# node_modules does not match it.
+testdb_npm_ci() {
+	if ! command -v npm >/dev/null; then return; fi
+	if ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
+		echo "scripts/test: installing the npm packages (npm ci)" >&2
+		npm ci --no-audit --no-fund --loglevel=error >&2
+		cp package-lock.json node_modules/.cardex-package-lock.json
+	fi
+}
+
 testdb_start_pglite() {
 	if [ -n "${CARDEX_TEST_DATABASE_URL:-}" ]; then return; fi
 	if ! command -v node >/dev/null; then
 		echo "scripts/test: node is needed for PGlite (apt-get install nodejs npm)" >&2
 		exit 1
 	fi
-	# npm ci when node_modules does not match package-lock.json.
-	if ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
-		echo "scripts/test: installing PGlite (npm ci)" >&2
-		npm ci --no-audit --no-fund --loglevel=error >&2
-		cp package-lock.json node_modules/.cardex-package-lock.json
-	fi
+	testdb_npm_ci
 	PGLITE_PORT=$(testdb_free_port)
 	testdb_pglite_server "$PGLITE_PORT" pglite
 	PGLITE_PID=$!
@@ -125,8 +132,8 @@ testdb_start_native() {
 # the npm packages of package-lock.json (PGlite) when node_modules does not
 # match it, PostgreSQL 15 when it is missing (installed only as root).
 testdb_installs() {
-	if [ -z "${CARDEX_TEST_DATABASE_URL:-}" ] && ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
-		echo "PGlite and its pgvector extension (npm ci of package-lock.json into ./node_modules)"
+	if command -v npm >/dev/null && ! cmp -s package-lock.json node_modules/.cardex-package-lock.json 2>/dev/null; then
+		echo "the npm packages of package-lock.json: PGlite and its pgvector extension, the TypeScript client's and examples' packages (npm ci into ./node_modules)"
 	fi
 	if [ -z "${CARDEX_TEST_NATIVE_PG_URL:-}" ] && [ ! -x "$PG_BIN/initdb" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "PostgreSQL 15 (apt-get install postgresql-15)"
@@ -135,6 +142,7 @@ testdb_installs() {
 
 testdb_start() {
 	TESTDB_DIR=$(mktemp -d -t cardex-testdb.XXXXXX)
+	testdb_npm_ci
 	testdb_start_pglite
 	testdb_start_native
 }

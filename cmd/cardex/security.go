@@ -111,7 +111,7 @@ func (s *securityFlags) build(ctx context.Context, log *slog.Logger, catalogToke
 // client certificates) may listen on loopback only, unless --insecure. It
 // returns the warnings to log and to put into health checks. The web
 // console on the HTTP listener (webConsole) opens what the services open.
-func (s *security) check(grpcAddr net.Addr, httpAddr string, anonymousAgents, webConsole, insecure bool, log *slog.Logger) ([]string, error) {
+func (s *security) check(grpcAddr net.Addr, httpAddr string, anonymousAgents, webConsole, httpJSON, insecure bool, log *slog.Logger) ([]string, error) {
 	var open []string
 	if !s.mtls {
 		if s.auth.Open(auth.RoleDiscover) {
@@ -149,6 +149,17 @@ func (s *security) check(grpcAddr net.Addr, httpAddr string, anonymousAgents, we
 		var openHTTP []string
 		if anonymousAgents && !s.mtls {
 			openHTTP = []string{"/mcp (anonymous agent access)"}
+			if httpJSON {
+				openHTTP = append(openHTTP, "ExecutionService over HTTP/JSON (anonymous agent access)")
+			}
+		}
+		if httpJSON {
+			// Every open service is open on the HTTP listener too.
+			for _, svc := range open {
+				if strings.HasSuffix(svc, "Service") { // ExecutionService is listed with /mcp
+					openHTTP = append(openHTTP, svc+" over HTTP/JSON")
+				}
+			}
 		}
 		if webConsole && !s.mtls {
 			for _, svc := range open {

@@ -19,6 +19,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	"github.com/seed0cff8200/cardex/internal/faces/console"
+	"github.com/seed0cff8200/cardex/internal/faces/httpjson"
 	"github.com/seed0cff8200/cardex/internal/faces/server"
 	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/postgres/pglog"
@@ -34,7 +35,7 @@ func serveCmd() *cobra.Command {
 		grace, syncEvery                               time.Duration
 	)
 	var httpListen, agentTokens, upstreamsFile string
-	var mcpStateless, consoleOn bool
+	var mcpStateless, consoleOn, httpJSON bool
 	var consoleEvalDir string
 	var logFormat string
 	var metricsTenants int
@@ -167,7 +168,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			_, anonymous := agentSurfaces.Tokens().Anonymous()
-			warnings, err := secu.check(lis.Addr(), agentSurfaces.Addr(), anonymous, web != nil, sec.insecure, log)
+			warnings, err := secu.check(lis.Addr(), agentSurfaces.Addr(), anonymous, web != nil, httpJSON, sec.insecure, log)
 			if err != nil {
 				lis.Close()
 				return err
@@ -176,6 +177,14 @@ func serveCmd() *cobra.Command {
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
 				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
 				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met})
+			if httpJSON && agentSurfaces.Addr() != "" {
+				served, err := httpjson.Register(agentSurfaces, gs, server.MaxMessageBytes)
+				if err != nil {
+					lis.Close()
+					return err
+				}
+				log.Info("HTTP/JSON API", "addr", agentSurfaces.Addr(), "services", strings.Join(served, ", "), "openapi", httpjson.OpenAPIPath)
+			}
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
@@ -228,6 +237,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
 	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")
 	f.BoolVar(&consoleOn, "console", os.Getenv("CARDEX_CONSOLE") != "false", "serve the web console at /console/ on the HTTP listener (env CARDEX_CONSOLE=false: off)")
+	f.BoolVar(&httpJSON, "http-json", os.Getenv("CARDEX_HTTP_JSON") != "false", "serve every RPC as JSON over HTTP (the Connect protocol: POST /cardex.v1.SERVICE/METHOD) and the OpenAPI document at /openapi.json on the HTTP listener, with the gRPC API's credentials and limits (env CARDEX_HTTP_JSON=false: off)")
 	f.StringVar(&consoleEvalDir, "console-eval-dir", os.Getenv("CARDEX_CONSOLE_EVAL_DIR"), "directory of cardex eval report files (*.json) the console's evaluation page lists (env CARDEX_CONSOLE_EVAL_DIR)")
 	ef.register(cmd)
 	sf.register(cmd)

@@ -1,6 +1,7 @@
-// Package faces groups what callers talk to: the gRPC API (server), the MCP
-// front (mcpfront), the agent-facing surfaces that share one gateway (agents)
-// and the web console (console). A face authenticates, converts its wire
+// Package faces groups what callers talk to: the gRPC API (server), the same
+// API as JSON over HTTP (httpjson), the MCP front (mcpfront), the
+// agent-facing surfaces that share one gateway (agents) and the web console
+// (console). A face authenticates, converts its wire
 // format to plain Go types and calls the layers below; it holds no policy of
 // its own.
 //

@@ -104,26 +104,7 @@ const MaxIntents = retriever.MaxIntents
 // retriever.Request.Intents. Each intent is at most MaxQueryLen code points.
 // It reports whether it abstained (no tool matched any part well enough).
 func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query string, intents []string, limit int) ([]ToolSummary, bool, error) {
-	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
-		return nil, false, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
-	}
-	if len(intents) > MaxIntents {
-		return nil, false, cards.Invalid("intents", "has %d entries; the limit is %d", len(intents), MaxIntents)
-	}
-	for i, in := range intents {
-		if n := utf8.RuneCountInString(in); n > MaxQueryLen {
-			return nil, false, cards.Invalid(fmt.Sprintf("intents[%d]", i), "is %d characters; the limit is %d", n, MaxQueryLen)
-		}
-	}
-	switch {
-	case limit == 0:
-		limit = DefaultLimit
-	case limit < 0:
-		return nil, false, cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
-	case limit > MaxLimit:
-		limit = MaxLimit
-	}
-	res, err := g.Retriever.Discover(ctx, retriever.Request{Caller: c, Query: query, Intents: intents, TopK: limit})
+	res, err := g.Discover(ctx, c, query, intents, limit)
 	if err != nil {
 		return nil, false, err
 	}
@@ -133,6 +114,32 @@ func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query s
 			Confidence: t.Scores.Confidence, Intents: t.Intents})
 	}
 	return out, res.Abstained, nil
+}
+
+// Discover is the shortlist behind SearchIntents, with the cards: the same
+// ranking as DiscoveryService.DiscoverTools for the same caller, query,
+// intents and top_k = limit (default DefaultLimit, capped at MaxLimit).
+func (g *Gateway) Discover(ctx context.Context, c retriever.Caller, query string, intents []string, limit int) (retriever.Result, error) {
+	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
+		return retriever.Result{}, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
+	}
+	if len(intents) > MaxIntents {
+		return retriever.Result{}, cards.Invalid("intents", "has %d entries; the limit is %d", len(intents), MaxIntents)
+	}
+	for i, in := range intents {
+		if n := utf8.RuneCountInString(in); n > MaxQueryLen {
+			return retriever.Result{}, cards.Invalid(fmt.Sprintf("intents[%d]", i), "is %d characters; the limit is %d", n, MaxQueryLen)
+		}
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultLimit
+	case limit < 0:
+		return retriever.Result{}, cards.Invalid("limit", "is %d; it must be between 1 and %d (default %d)", limit, MaxLimit, DefaultLimit)
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+	return g.Retriever.Discover(ctx, retriever.Request{Caller: c, Query: query, Intents: intents, TopK: limit})
 }
 
 // Search lists the caller's authorized tools that match the query (every one,
@@ -208,30 +215,37 @@ func checkName(name, server string) *Denial {
 	return nil
 }
 
-// ref is one reading of a requested tool.
-type ref struct{ name, server string }
-
-// refs are the tools a requested (name, server) may stand for, in order: the
-// pair a qualified name SERVER__NAME stands for (when server is empty or the
-// same), then the name as it is. The first that the caller may use wins;
-// readings the caller may not use are skipped exactly like tools that do not
-// exist, so the order reveals nothing.
-func refs(name, server string) []ref {
-	var out []ref
-	if s, n, ok := toolname.Split(name); ok && (server == "" || server == s) {
-		out = append(out, ref{n, s})
+// refs are the tools a requested (name, server) may stand for, in order
+// (toolname.Readings), then, for a hashed provider name, the caller's tools
+// that go by it (toolname.Hashed).
+func (g *Gateway) refs(c retriever.Caller, name, server string) ([]toolname.Ref, error) {
+	out := toolname.Readings(name, server)
+	if server != "" || !toolname.Hashed(name) {
+		return out, nil
 	}
-	return append(out, ref{name, server})
+	keys, err := g.Retriever.Keys(c, func(k cards.Key) bool { return toolname.Provider(k.Server, k.Name) == name })
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		out = append(out, toolname.Ref{Server: k.Server, Name: k.Name})
+	}
+	return out, nil
 }
 
 // Describe returns one authorized card, or a *Denial (unknown tool, or an
-// ambiguous name with the candidate servers). name may be qualified.
+// ambiguous name with the candidate servers). name may be qualified, or a
+// provider name (toolname.Provider).
 func (g *Gateway) Describe(ctx context.Context, c retriever.Caller, name, server string) (cards.Card, error) {
 	if d := checkName(name, server); d != nil {
 		return cards.Card{}, d
 	}
-	for _, r := range refs(name, server) {
-		res, err := g.Retriever.Describe(ctx, c, r.name, r.server)
+	rs, err := g.refs(c, name, server)
+	if err != nil {
+		return cards.Card{}, err
+	}
+	for _, r := range rs {
+		res, err := g.Retriever.Describe(ctx, c, r.Name, r.Server)
 		switch {
 		case errors.Is(err, cards.ErrNotFound):
 			continue
@@ -385,9 +399,12 @@ func (g *Gateway) call(ctx context.Context, c retriever.Caller, name, server str
 		args = json.RawMessage("{}")
 	}
 	var a retriever.Authorization
-	var err error
-	for _, r := range refs(name, server) {
-		a, err = g.Retriever.Authorize(ctx, c, r.name, r.server, args)
+	rs, err := g.refs(c, name, server)
+	if err != nil {
+		return CallResult{}, err
+	}
+	for _, r := range rs {
+		a, err = g.Retriever.Authorize(ctx, c, r.Name, r.Server, args)
 		if err != nil || a.Decision != retriever.DenyUnknownTool {
 			break
 		}

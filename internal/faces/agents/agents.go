@@ -73,6 +73,7 @@ type Surfaces struct {
 	rest     *rest.Executor
 	audit    *upstream.Audit
 	http     *http.Server
+	mux      *http.ServeMux
 	front    *mcpfront.Front
 	lis      net.Listener
 	errc     chan error
@@ -144,6 +145,7 @@ func Open(cfg Config) (*Surfaces, error) {
 			// Without a token file every request would be refused.
 			log.Info("MCP front off: no agent token file (--agent-tokens)")
 		}
+		s.mux = mux
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
@@ -171,6 +173,14 @@ func (s *Surfaces) Addr() string {
 		return ""
 	}
 	return s.lis.Addr().String()
+}
+
+// Handle serves h at pattern on the HTTP listener (call before Serve; no-op
+// without a listener).
+func (s *Surfaces) Handle(pattern string, h http.Handler) {
+	if s.mux != nil {
+		s.mux.Handle(pattern, h)
+	}
 }
 
 // Tokens is the agent token table.

@@ -33,6 +33,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/access/tokens"
 	"github.com/seed0cff8200/cardex/internal/codec/cardjson"
+	"github.com/seed0cff8200/cardex/internal/codec/toolformat"
 	"github.com/seed0cff8200/cardex/internal/codec/toolname"
 	"github.com/seed0cff8200/cardex/internal/execution/gateway"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
@@ -78,7 +79,9 @@ func Tools() []*mcp.Tool {
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
 				`"intents":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":200},"description":"The steps of a multi-step task, one short sentence each (at most 8), e.g. [\"create a word document\", \"convert it to PDF\"]. Each step is searched on its own and the results are merged, each step's best tool first; each result lists the steps it answers (0-based)."},` +
 				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},` +
-				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query (without intents), for the next page."}},` +
+				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query (without intents), for the next page."},` +
+				`"format":{"type":"string","enum":["anthropic_tool_reference","anthropic_tools","openai_tool_search","openai_functions"],"description":"For orchestrators: answer with full tool definitions shaped for a model provider (see cardex's docs/INTEGRATIONS.md), ranked as DiscoverTools ranks them, instead of names and summaries."},` +
+				`"call_id":{"type":"string","maxLength":256,"description":"With format anthropic_tool_reference or openai_tool_search: the id of the model's search call this answers."}},` +
 				`"additionalProperties":false}`),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 		},
@@ -323,6 +326,44 @@ type searchArgs struct {
 	Intents []string `json:"intents"`
 	Limit   int      `json:"limit"`
 	Cursor  string   `json:"cursor"`
+	Format  string   `json:"format"`
+	CallID  string   `json:"call_id"`
+}
+
+// Shaped is search_tools' answer with a format: the shortlist's definitions
+// in that format and the answer to hand the provider (toolformat), as
+// DiscoverTools' definition_json and provider_json carry them.
+type Shaped struct {
+	Format      string            `json:"format"`
+	Definitions []json.RawMessage `json:"definitions"`
+	Result      json.RawMessage   `json:"result"`
+	Abstained   bool              `json:"abstained,omitempty"`
+}
+
+// shaped answers search_tools with a format.
+func (f *front) shaped(ctx context.Context, c retriever.Caller, a searchArgs) (*mcp.CallToolResult, error) {
+	format, err := toolformat.Parse("format", a.Format)
+	if err == nil {
+		err = toolformat.CheckCallID(format, "call_id", a.CallID)
+	}
+	if err == nil && a.Cursor != "" {
+		err = cards.Invalid("cursor", "pages a search without format; a search with a format answers in one page (raise limit)")
+	}
+	if err != nil {
+		return toolError(err.Error()), nil
+	}
+	res, err := f.gw.Discover(ctx, c, a.Query, a.Intents, a.Limit)
+	if err != nil {
+		return f.errorResult(gateway.SearchTools, err)
+	}
+	out := Shaped{Format: string(format), Definitions: []json.RawMessage{}, Abstained: res.Abstained}
+	shortlist := make([]cards.Card, len(res.Tools))
+	for i, t := range res.Tools {
+		shortlist[i] = t.Card
+		out.Definitions = append(out.Definitions, toolformat.Definition(format, &t.Card))
+	}
+	out.Result = toolformat.Answer(format, shortlist, out.Definitions, a.CallID)
+	return jsonResult(out)
 }
 
 // noMatch is search_tools' answer when nothing matches well enough.
@@ -336,6 +377,9 @@ func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	var a searchArgs
 	if err := decode(req, &a); err != nil {
 		return toolError(err.Error()), nil
+	}
+	if a.Format != "" || a.CallID != "" {
+		return f.shaped(ctx, c, a)
 	}
 	var rows []gateway.ToolSummary
 	var next string

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/access/auth"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/toolformat"
+	"github.com/seed0cff8200/cardex/internal/codec/toolname"
 	"github.com/seed0cff8200/cardex/internal/telemetry/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 	"github.com/seed0cff8200/cardex/internal/telemetry/metrics"
@@ -35,6 +39,13 @@ type discovery struct {
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
 	start := time.Now()
 	caller := apiconv.CallerFromProto(req.GetCaller())
+	format, err := toolformat.Parse("format", req.GetFormat())
+	if err == nil {
+		err = toolformat.CheckCallID(format, "call_id", req.GetCallId())
+	}
+	if err != nil {
+		return nil, toStatus(s.log, "DiscoverTools", err)
+	}
 	r := retriever.Request{
 		Caller:  caller,
 		Query:   req.GetQuery(),
@@ -75,9 +86,17 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	logged := make([]discoverylog.Returned, 0, len(res.Tools))
 	remembered := make([]feedback.Tool, 0, len(res.Tools))
 	var intentsOf map[feedback.Tool][]string
+	var shaped []cards.Card
+	var defs []json.RawMessage
 	for _, t := range res.Tools {
+		def := toolformat.Definition(format, &t.Card)
+		if format != toolformat.None {
+			shaped, defs = append(shaped, t.Card), append(defs, def)
+		}
 		out.Tools = append(out.Tools, &pb.DiscoveredTool{
-			Card: apiconv.ToolCardToProto(&t.Card, true),
+			ProviderName:   toolname.Provider(t.Card.Server, t.Card.Name),
+			DefinitionJson: string(def),
+			Card:           apiconv.ToolCardToProto(&t.Card, true),
 			Scores: &pb.Scores{
 				Lexical:      t.Scores.Lexical,
 				Semantic:     t.Scores.Semantic,
@@ -104,6 +123,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			intentsOf[ft] = append(intentsOf[ft], r.Intents[i])
 		}
 	}
+	out.ProviderJson = string(toolformat.Answer(format, shaped, defs, req.GetCallId()))
 	if s.fb != nil {
 		s.fb.Remember(feedback.Discovery{ID: out.DiscoveryId, Tenant: caller.Tenant, Subject: caller.Subject,
 			SessionID: caller.SessionID, Query: r.Query, Returned: remembered, Intents: intentsOf, LowConfidence: res.LowConfidence, Time: start})
@@ -165,8 +185,36 @@ func (s *discovery) SearchTools(ctx context.Context, req *pb.SearchToolsRequest)
 	return out, nil
 }
 
+// ref is the tool a requested (name, server) stands for: the first of its
+// readings (toolname.Readings: a qualified or provider name's pair, then the
+// name as it is) that the caller may use; else, for a hashed provider name,
+// the caller's one tool that goes by it; else the name as it is, which then
+// answers as it always did. Readings the caller may not use are skipped
+// exactly like tools that do not exist.
+func (s *discovery) ref(ctx context.Context, c retriever.Caller, name, server string) (string, string) {
+	rs := toolname.Readings(name, server)
+	for _, r := range rs[:len(rs)-1] {
+		if res, err := s.ret.Describe(ctx, c, r.Name, r.Server); err == nil && res.Ambiguous == nil {
+			return r.Name, r.Server
+		}
+	}
+	if server != "" || !toolname.Hashed(name) {
+		return name, server
+	}
+	if _, err := s.ret.Describe(ctx, c, name, ""); !errors.Is(err, cards.ErrNotFound) {
+		return name, server
+	}
+	keys, err := s.ret.Keys(c, func(k cards.Key) bool { return toolname.Provider(k.Server, k.Name) == name })
+	if err != nil || len(keys) != 1 {
+		return name, server
+	}
+	return keys[0].Name, keys[0].Server
+}
+
 func (s *discovery) DescribeTool(ctx context.Context, req *pb.DescribeToolRequest) (*pb.DescribeToolResponse, error) {
-	res, err := s.ret.Describe(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetName(), req.GetServer())
+	caller := apiconv.CallerFromProto(req.GetCaller())
+	name, server := s.ref(ctx, caller, req.GetName(), req.GetServer())
+	res, err := s.ret.Describe(ctx, caller, name, server)
 	if err != nil {
 		return nil, toStatus(s.log, "DescribeTool", err)
 	}
@@ -185,7 +233,9 @@ var decisions = map[retriever.Decision]pb.AuthorizeCallResponse_Decision{
 }
 
 func (s *discovery) AuthorizeCall(ctx context.Context, req *pb.AuthorizeCallRequest) (*pb.AuthorizeCallResponse, error) {
-	a, err := s.ret.Authorize(ctx, apiconv.CallerFromProto(req.GetCaller()), req.GetName(), req.GetServer(), []byte(req.GetArgumentsJson()))
+	caller := apiconv.CallerFromProto(req.GetCaller())
+	name, server := s.ref(ctx, caller, req.GetName(), req.GetServer())
+	a, err := s.ret.Authorize(ctx, caller, name, server, []byte(req.GetArgumentsJson()))
 	if err != nil {
 		return nil, toStatus(s.log, "AuthorizeCall", err)
 	}
@@ -238,7 +288,8 @@ func (s *discovery) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequ
 	case *pb.ReportOutcomeRequest_UsedTool:
 		// The tool must be one the caller may use: an unknown and a
 		// forbidden tool get the same NotFound, and nothing is learned.
-		res, err := s.ret.Describe(ctx, caller, o.UsedTool.GetName(), o.UsedTool.GetServer())
+		name, server := s.ref(ctx, caller, o.UsedTool.GetName(), o.UsedTool.GetServer())
+		res, err := s.ret.Describe(ctx, caller, name, server)
 		if err != nil {
 			return nil, toStatus(s.log, "ReportOutcome", err)
 		}

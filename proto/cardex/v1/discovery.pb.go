@@ -105,6 +105,19 @@ type DiscoverToolsRequest struct {
 	// best tool's confidence reaches this (0..1); when none does, the answer
 	// has no ranked tool and abstained is set. Unset: the server's default.
 	MinConfidence *float64 `protobuf:"fixed64,8,opt,name=min_confidence,json=minConfidence,proto3,oneof" json:"min_confidence,omitempty"`
+	// Shape the answer for a model provider (see docs/INTEGRATIONS.md):
+	// "anthropic_tool_reference" (Anthropic's client-side tool search:
+	// tool_reference blocks, definitions with defer_loading), "anthropic_tools"
+	// ({name, description, input_schema}), "openai_tool_search" (OpenAI
+	// Responses' client-executed tool_search: a tool_search_output item),
+	// "openai_functions" (Responses function tools). Empty: none. The tools
+	// are named by their provider names (DiscoveredTool.provider_name).
+	Format string `protobuf:"bytes,20,opt,name=format,proto3" json:"format,omitempty"`
+	// With a tool-search format: the id of the model's search call that this
+	// discovery answers (Anthropic: the tool_use block's id; OpenAI: the
+	// tool_search_call's call_id), at most 256 characters of
+	// [A-Za-z0-9_.:-]. Required there, refused with the other formats.
+	CallId        string `protobuf:"bytes,21,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -193,6 +206,20 @@ func (x *DiscoverToolsRequest) GetMinConfidence() float64 {
 		return *x.MinConfidence
 	}
 	return 0
+}
+
+func (x *DiscoverToolsRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *DiscoverToolsRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
 }
 
 type Scores struct {
@@ -294,9 +321,17 @@ type DiscoveredTool struct {
 	// Near-duplicates of this tool on other servers (same name once the
 	// servers' own words are taken out, similar summary), ranked below it:
 	// names only, each one the caller may use. Describe one to get it.
-	Alternatives  []*ToolRef `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Alternatives []*ToolRef `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
+	// The tool's name in a provider's tool list (^[a-zA-Z0-9_-]{1,64}$, valid
+	// for Anthropic and OpenAI): SERVER__NAME when that fits, else a readable
+	// stand-in ending in _h and 8 hex digits. AuthorizeCall, DescribeTool and
+	// MCP call_tool take it back as the name.
+	ProviderName string `protobuf:"bytes,20,opt,name=provider_name,json=providerName,proto3" json:"provider_name,omitempty"`
+	// The tool's definition in the requested format, as JSON (empty without
+	// a format): what goes into the provider request's tools array.
+	DefinitionJson string `protobuf:"bytes,21,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DiscoveredTool) Reset() {
@@ -399,6 +434,20 @@ func (x *DiscoveredTool) GetAlternatives() []*ToolRef {
 	return nil
 }
 
+func (x *DiscoveredTool) GetProviderName() string {
+	if x != nil {
+		return x.ProviderName
+	}
+	return ""
+}
+
+func (x *DiscoveredTool) GetDefinitionJson() string {
+	if x != nil {
+		return x.DefinitionJson
+	}
+	return ""
+}
+
 type TokenEstimate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tokens of the returned shortlist's definitions.
@@ -487,6 +536,11 @@ type DiscoverToolsResponse struct {
 	ReformulatedIntents []string `protobuf:"bytes,10,rep,name=reformulated_intents,json=reformulatedIntents,proto3" json:"reformulated_intents,omitempty"`
 	// The minimum confidence that was applied.
 	MinConfidence float64 `protobuf:"fixed64,11,opt,name=min_confidence,json=minConfidence,proto3" json:"min_confidence,omitempty"`
+	// The answer in the requested format, as JSON (empty without a format):
+	// the tool_result block to send back (anthropic_tool_reference), the
+	// tool_search_output item (openai_tool_search), or the array of tool
+	// definitions (anthropic_tools, openai_functions).
+	ProviderJson  string `protobuf:"bytes,20,opt,name=provider_json,json=providerJson,proto3" json:"provider_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +650,13 @@ func (x *DiscoverToolsResponse) GetMinConfidence() float64 {
 		return x.MinConfidence
 	}
 	return 0
+}
+
+func (x *DiscoverToolsResponse) GetProviderJson() string {
+	if x != nil {
+		return x.ProviderJson
+	}
+	return ""
 }
 
 type SearchToolsRequest struct {
@@ -1220,7 +1281,7 @@ var File_cardex_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\xb7\x02\n" +
+	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\xe8\x02\n" +
 	"\x14DiscoverToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x13\n" +
@@ -1230,7 +1291,9 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\valways_load\x18\x06 \x03(\v2\x12.cardex.v1.ToolRefR\n" +
 	"alwaysLoad\x12\x18\n" +
 	"\aintents\x18\a \x03(\tR\aintents\x12*\n" +
-	"\x0emin_confidence\x18\b \x01(\x01H\x01R\rminConfidence\x88\x01\x01B\b\n" +
+	"\x0emin_confidence\x18\b \x01(\x01H\x01R\rminConfidence\x88\x01\x01\x12\x16\n" +
+	"\x06format\x18\x14 \x01(\tR\x06format\x12\x17\n" +
+	"\acall_id\x18\x15 \x01(\tR\x06callIdB\b\n" +
 	"\x06_alphaB\x11\n" +
 	"\x0f_min_confidence\"\x9c\x01\n" +
 	"\x06Scores\x12\x18\n" +
@@ -1238,7 +1301,7 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\bsemantic\x18\x02 \x01(\x01R\bsemantic\x12\x14\n" +
 	"\x05fused\x18\x03 \x01(\x01R\x05fused\x12!\n" +
 	"\flexical_rank\x18\x04 \x01(\x05R\vlexicalRank\x12#\n" +
-	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xde\x02\n" +
+	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xac\x03\n" +
 	"\x0eDiscoveredTool\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12)\n" +
 	"\x06scores\x18\x02 \x01(\v2\x11.cardex.v1.ScoresR\x06scores\x12%\n" +
@@ -1252,11 +1315,13 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\aintents\x18\b \x03(\x05R\aintents\x12\x1b\n" +
 	"\tfor_query\x18\t \x01(\bR\bforQuery\x126\n" +
 	"\falternatives\x18\n" +
-	" \x03(\v2\x12.cardex.v1.ToolRefR\falternatives\"y\n" +
+	" \x03(\v2\x12.cardex.v1.ToolRefR\falternatives\x12#\n" +
+	"\rprovider_name\x18\x14 \x01(\tR\fproviderName\x12'\n" +
+	"\x0fdefinition_json\x18\x15 \x01(\tR\x0edefinitionJson\"y\n" +
 	"\rTokenEstimate\x12)\n" +
 	"\x10shortlist_tokens\x18\x01 \x01(\x03R\x0fshortlistTokens\x12%\n" +
 	"\x0ecatalog_tokens\x18\x02 \x01(\x03R\rcatalogTokens\x12\x16\n" +
-	"\x06method\x18\x03 \x01(\tR\x06method\"\xdd\x03\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\"\x82\x04\n" +
 	"\x15DiscoverToolsResponse\x12!\n" +
 	"\fdiscovery_id\x18\x01 \x01(\tR\vdiscoveryId\x12/\n" +
 	"\x05tools\x18\x02 \x03(\v2\x19.cardex.v1.DiscoveredToolR\x05tools\x12'\n" +
@@ -1269,7 +1334,8 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\x11abstained_intents\x18\t \x03(\x05R\x10abstainedIntents\x121\n" +
 	"\x14reformulated_intents\x18\n" +
 	" \x03(\tR\x13reformulatedIntents\x12%\n" +
-	"\x0emin_confidence\x18\v \x01(\x01R\rminConfidence\"\x8a\x01\n" +
+	"\x0emin_confidence\x18\v \x01(\x01R\rminConfidence\x12#\n" +
+	"\rprovider_json\x18\x14 \x01(\tR\fproviderJson\"\x8a\x01\n" +
 	"\x12SearchToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1b\n" +
