@@ -146,7 +146,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 			}
 			conns := make([]*grpc.ClientConn, connections)
 			for i := range conns {
-				c, err := dial(cf.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
+				c, err := dial(cf.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds, false)
 				if err != nil {
 					return err
 				}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/ops/ratewait"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -73,7 +74,7 @@ func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
+	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -91,16 +92,22 @@ func (f *clientFlags) withToken(ctx context.Context) context.Context {
 
 // dial connects to a cardex server. Every call's error is explained in the
 // words of the CLI (see explain); tokenHint names the flag and variable of
-// the token the server may ask for; creds nil is plaintext.
-func dial(addr, tokenHint string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+// the token the server may ask for; creds nil is plaintext. With
+// waitLimits, a call the server's rate limits refuse is made again after
+// the delay the server asks for (within the call's timeout).
+func dial(addr, tokenHint string, creds credentials.TransportCredentials, waitLimits bool) (*grpc.ClientConn, error) {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
+	chain := []grpc.UnaryClientInterceptor{func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
+	}}
+	if waitLimits {
+		chain = append(chain, ratewait.Interceptor(nil))
+	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
-		}))
+		grpc.WithChainUnaryInterceptor(chain...))
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %v", addr, err)
 	}

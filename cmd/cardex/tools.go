@@ -53,7 +53,7 @@ func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN", creds)
+	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN", creds, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -8,13 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/access/auth"
@@ -163,11 +161,7 @@ func (g *guard) limited(ctx context.Context, method, principal, key, tenant stri
 func (g *guard) exhausted(ctx context.Context, method, principal, tenant string, d *ratelimit.Denial) error {
 	g.record(ctx, audittrail.Entry{Type: audittrail.TypeRateLimit, Method: method, Principal: principal, Tenant: tenant,
 		Outcome: "refused", Detail: d.Scope + " " + d.Class.String()})
-	st := status.New(codes.ResourceExhausted, d.Error())
-	if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
-		st = withInfo
-	}
-	return st.Err()
+	return d.Status().Err()
 }
 
 // needs says what credential a role takes.
