@@ -99,9 +99,7 @@ func dial(addr, tokenHint string, creds credentials.TransportCredentials, waitLi
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	chain := []grpc.UnaryClientInterceptor{func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
-	}}
+	chain := []grpc.UnaryClientInterceptor{explainer(addr, tokenHint)}
 	if waitLimits {
 		chain = append(chain, ratewait.Interceptor(nil))
 	}
@@ -122,6 +120,14 @@ func withTenantHeader(ctx context.Context, req any) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, apiconv.TenantHeader, ts[0])
 	}
 	return ctx
+}
+
+// explainer is the interceptor that explains every call's error (explain),
+// and names the request's tenant in the routing header.
+func explainer(addr, tokenHint string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
+	}
 }
 
 // explain rewrites the messages of errors that gRPC raises on the client's
