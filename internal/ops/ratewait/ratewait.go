@@ -45,6 +45,15 @@ func Interceptor(w *Waits) grpc.UnaryClientInterceptor {
 	}
 }
 
+// Backoff is the wait before trying again after the attempt-th refusal in
+// a row (from 0) that asked for delay: delay doubled at each further
+// refusal, at most MaxWait, plus up to half of it at random so that callers
+// refused together do not come back together.
+func Backoff(delay time.Duration, attempt int) time.Duration {
+	wait := min(delay<<min(attempt, 6), MaxWait)
+	return wait + time.Duration(rand.Int64N(int64(wait)/2+1))
+}
+
 // Call makes call, and again after every rate-limit refusal, waiting the
 // delay the server asked for (doubled at each further refusal in a row, at
 // most MaxWait, plus up to half of it at random so that callers refused
@@ -58,8 +67,7 @@ func Call(ctx context.Context, w *Waits, call func() error) error {
 		if !limited {
 			return err
 		}
-		wait := min(d.RetryAfter<<min(attempt, 6), MaxWait)
-		wait += time.Duration(rand.Int64N(int64(wait)/2 + 1))
+		wait := Backoff(d.RetryAfter, attempt)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return err
 		}
