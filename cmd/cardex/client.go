@@ -99,7 +99,7 @@ func dial(addr, tokenHint string, creds credentials.TransportCredentials, waitLi
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	chain := []grpc.UnaryClientInterceptor{explainer(addr, tokenHint)}
+	chain := []grpc.UnaryClientInterceptor{explainer(addr, tokenHint, creds.Info().SecurityProtocol == "tls")}
 	if waitLimits {
 		chain = append(chain, ratewait.Interceptor(nil))
 	}
@@ -122,19 +122,21 @@ func withTenantHeader(ctx context.Context, req any) context.Context {
 	return ctx
 }
 
-// explainer is the interceptor that explains every call's error (explain),
-// and names the request's tenant in the routing header.
-func explainer(addr, tokenHint string) grpc.UnaryClientInterceptor {
+// explainer is the interceptor that explains every call's error (explain;
+// tlsOn says the client connects with TLS), and names the request's tenant
+// in the routing header.
+func explainer(addr, tokenHint string, tlsOn bool) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
+		return explain(addr, tokenHint, tlsOn, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
 	}
 }
 
 // explain rewrites the messages of errors that gRPC raises on the client's
-// side (no connection, no such host) into what to do about them, keeping the
-// code. The server's own messages pass as they are, with the token to give
-// added to Unauthenticated.
-func explain(addr, tokenHint string, err error) error {
+// side (no connection, no such host, TLS on one side only or not trusted:
+// explainTLS) into what to do about them, keeping the code. The server's own
+// messages pass as they are, with the token to give added to
+// Unauthenticated.
+func explain(addr, tokenHint string, tlsOn bool, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -144,6 +146,11 @@ func explain(addr, tokenHint string, err error) error {
 	}
 	msg := st.Message()
 	low := strings.ToLower(msg)
+	if st.Code() == codes.Unavailable {
+		if advice, ok := explainTLS(addr, tlsOn, low); ok {
+			return status.Errorf(codes.Unavailable, "cannot talk to the cardex server at %s: %s", addr, advice)
+		}
+	}
 	switch {
 	case st.Code() == codes.Unavailable && (strings.Contains(low, "connection error") || strings.Contains(low, "error while dialing") ||
 		strings.Contains(low, "name resolver error") || strings.Contains(low, "produced zero addresses") || strings.Contains(low, "connection closed before server preface")):

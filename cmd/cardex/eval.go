@@ -97,7 +97,7 @@ limits refuse are made again after the delay it asks for.`,
 					return err
 				}
 				r, err := evalremote.Dial(addr, evalremote.Options{Token: token, Timeout: timeout, Creds: creds,
-					Interceptors: []grpc.UnaryClientInterceptor{explainer(addr, "--token (CARDEX_TOKEN): a token of role admin")}})
+					Interceptors: []grpc.UnaryClientInterceptor{explainer(addr, "--token (CARDEX_TOKEN): a token of role admin", creds.Info().SecurityProtocol == "tls")}})
 				if err != nil {
 					return err
 				}
