@@ -15,9 +15,9 @@ import (
 //   - select:SERVER/NAME[,SERVER/NAME…] returns exactly those tools, in the
 //     order given, without ranking: each name is looked up inside the
 //     caller's candidate set, so a tool the caller may not use is absent,
-//     like one that does not exist. A name may also be a bare NAME (when
-//     exactly one of the caller's tools has it) or the MCP front's qualified
-//     SERVER__NAME.
+//     like one that does not exist. A name may also be the MCP front's
+//     qualified SERVER__NAME, or a bare NAME when exactly one of the
+//     caller's tools has it (an ambiguous one is absent).
 //   - +word keeps only the tools whose server or name contains word, or
 //     whose summary, description, aliases or tags hold it as a word (case
 //     is ignored); the tools kept are ranked by the whole text, the word
@@ -158,15 +158,16 @@ func (r *Retriever) selected(cs *candSet, refs []Ref) []*entry {
 			add(cs.entries[DocID(cards.Key{Tenant: cs.filter.Tenant, Server: ref.Server, Name: ref.Name})])
 			continue
 		}
-		if e := r.onlyNamed(cs, ref.Name); e != nil {
-			add(e)
-			continue
-		}
-		// SERVER__NAME, as the MCP front lists a tool, split at the
-		// first "__".
+		// SERVER__NAME, as the MCP front lists a tool (split at the first
+		// "__"), means that tool first, as in describe_tool; else the bare
+		// name.
 		if server, name, ok := strings.Cut(ref.Name, "__"); ok && server != "" && name != "" {
-			add(cs.entries[DocID(cards.Key{Tenant: cs.filter.Tenant, Server: server, Name: name})])
+			if e := cs.entries[DocID(cards.Key{Tenant: cs.filter.Tenant, Server: server, Name: name})]; e != nil {
+				add(e)
+				continue
+			}
 		}
+		add(r.onlyNamed(cs, ref.Name))
 	}
 	return out
 }
