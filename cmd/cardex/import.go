@@ -469,20 +469,31 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 	if err := table([]string{"ACTION", "SERVER", "NAME", "VERSION", "CHANGED"}, rows); err != nil {
 		return err
 	}
-	verb := ""
+	printImportCounts("\n"+dryRunVerb(f), counts, "on the server")
+	return nil
+}
+
+// dryRunVerb starts an import's counts line under --dry-run.
+func dryRunVerb(f *importFlags) string {
 	if f.dryRun {
-		verb = "dry run, nothing written: would be "
+		return "dry run, nothing written: would be "
 	}
-	fmt.Printf("\n%s%d created, %d updated, %d revoked, %d unchanged", verb, counts["created"], counts["updated"], counts["revoked"], counts["unchanged"])
+	return ""
+}
+
+// printImportCounts prints an import's counts line after prefix: created,
+// updated, revoked and unchanged, then the rarer outcomes that happened;
+// where says where a revoked tool came back ("on the server").
+func printImportCounts(prefix string, counts map[string]int, where string) {
+	fmt.Printf("%s%d created, %d updated, %d revoked, %d unchanged", prefix, counts["created"], counts["updated"], counts["revoked"], counts["unchanged"])
 	if n := counts["reactivated"]; n > 0 {
 		fmt.Printf(", %d reactivated", n)
 	}
 	if n := counts["kept_revoked"]; n > 0 {
-		fmt.Printf(", %d back on the server but kept revoked (--reactivate)", n)
+		fmt.Printf(", %d back %s but kept revoked (--reactivate)", n, where)
 	}
 	if n := counts["skipped"]; n > 0 {
 		fmt.Printf(", %d skipped", n)
 	}
 	fmt.Println()
-	return nil
 }

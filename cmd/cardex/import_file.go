@@ -153,23 +153,12 @@ func printBulk(f *importFlags, plan catalogsync.BulkPlan, skipped []mcpimport.Sk
 	if err := table([]string{"SERVER", "CREATED", "UPDATED", "REVOKED", "UNCHANGED", "SERVER ENTRY"}, rows); err != nil {
 		return err
 	}
-	verb := ""
-	if f.dryRun {
-		verb = "dry run, nothing written: would be "
+	verb := dryRunVerb(f)
+	total := 0
+	for _, a := range bulkActions {
+		total += plan.Count(a)
 	}
-	fmt.Printf("\n%d servers, %d cards: %s%d created, %d updated, %d revoked, %d unchanged", len(plan.Plans),
-		counts["created"]+counts["updated"]+counts["revoked"]+counts["unchanged"]+counts["reactivated"]+counts["kept_revoked"],
-		verb, counts["created"], counts["updated"], counts["revoked"], counts["unchanged"])
-	if n := counts["reactivated"]; n > 0 {
-		fmt.Printf(", %d reactivated", n)
-	}
-	if n := counts["kept_revoked"]; n > 0 {
-		fmt.Printf(", %d back in the file but kept revoked (--reactivate)", n)
-	}
-	if n := counts["skipped"]; n > 0 {
-		fmt.Printf(", %d skipped", n)
-	}
-	fmt.Println()
+	printImportCounts(fmt.Sprintf("\n%d servers, %d cards: %s", len(plan.Plans), total, verb), counts, "in the file")
 	if len(plan.Servers) > 0 {
 		fmt.Printf("%d server entries: %s%d created, %d updated, %d unchanged\n", len(plan.Servers), verb,
 			entryCounts["created"], entryCounts["updated"], entryCounts["unchanged"])
