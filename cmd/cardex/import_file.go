@@ -86,11 +86,12 @@ func importFromFile(cmd *cobra.Command, f *importFlags, toolsPath, serversPath s
 	if applyErr != nil {
 		return fmt.Errorf("import incomplete (the table shows the plan): %w", applyErr)
 	}
-	// --enrich: every server of the file, as an import of each would.
+	// --enrich: every server of the file, as an import of each would (a
+	// dry run says once that it asks nothing).
 	for _, src := range sources {
 		one := *f
 		one.server = src.Server
-		if err := enrichAfterImport(cmd, conn, &one); err != nil {
+		if err := enrichAfterImport(cmd, conn, &one); err != nil || f.dryRun {
 			return err
 		}
 	}
