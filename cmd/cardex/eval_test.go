@@ -80,10 +80,9 @@ func TestEvalCommand(t *testing.T) {
 }
 
 // TestEvalAddrLeavesTheLogsAlone: `cardex eval --addr` with LiveMCPBench
-// (147 discoveries, faster than the default 100 a second) against a server
-// with default limits finishes, waiting out the refusals, and leaves the
-// server's discovery and feedback logs as they were; the audit trail holds
-// one evaluation entry per discovery.
+// (147 discoveries) against a server with default limits finishes and
+// leaves the server's discovery and feedback logs as they were; the audit
+// trail holds one evaluation entry per discovery.
 func TestEvalAddrLeavesTheLogsAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -108,8 +107,11 @@ func TestEvalAddrLeavesTheLogsAlone(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "| all (49) | query+intents | hybrid |") {
 		t.Fatalf("eval --addr: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if !strings.Contains(stderr, "waited out") || !strings.Contains(stderr, "rate-limit refusals") {
-		t.Errorf("the default limits were not met (or not reported):\n%s", stderr)
+	// On an idle machine the 147 discoveries outrun the default 100 a
+	// second and some are refused and waited out; on a loaded one they may
+	// not (internal/ops/evalremote tests the waiting under tight limits).
+	if !strings.Contains(stderr, "rate-limit refusals") {
+		t.Logf("no rate-limit refusal met this run:\n%s", stderr)
 	}
 	if read("discoveries.jsonl") != dlog || read("feedback.jsonl") != fb {
 		t.Error("eval --addr wrote into the server's discovery or feedback log")
