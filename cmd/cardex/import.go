@@ -395,9 +395,7 @@ type importCatalog interface {
 // --dry-run), then the server entry's change (sch, when not nil) in a
 // PutServers of its own, and reports both.
 func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped, sch *catalogsync.ServerChange) error {
-	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
-		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
-	}
+	noteScopes(f, plan.Count(catalogsync.Create))
 	if !f.dryRun {
 		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
 			return fmt.Errorf("nothing written: %w", err)
@@ -471,6 +469,14 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 	}
 	printImportCounts("\n"+dryRunVerb(f), counts, "on the server")
 	return nil
+}
+
+// noteScopes is what every import says about the scopes of the cards it
+// creates (created of them).
+func noteScopes(f *importFlags, created int) {
+	if len(splitList(f.scopes)) == 0 && created > 0 {
+		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
+	}
 }
 
 // dryRunVerb starts an import's counts line under --dry-run.

@@ -68,9 +68,7 @@ func importFromFile(cmd *cobra.Command, f *importFlags, toolsPath, serversPath s
 	if err != nil {
 		return err
 	}
-	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
-		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
-	}
+	noteScopes(f, plan.Count(catalogsync.Create))
 	var applyErr error
 	if !f.dryRun {
 		applyErr = catalogsync.ApplyBulk(ctx, cat, plan, func(p catalogsync.Progress) {
