@@ -54,6 +54,9 @@ type Request struct {
 	Mode       Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
 	// NoReformulate keeps a low-confidence query as it is (evaluation).
 	NoReformulate bool
+	// ops are the operators of the query and the intents (operators.go),
+	// read by Discover and Search.
+	ops requestOps
 	// MinConfidence (0..1) is the confidence the best tool of a ranked
 	// list (the query's, or an intent's) must reach for that list to be
 	// answered; a list under it contributes nothing, and when no list
@@ -211,6 +214,11 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
 		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
 	}
+	ops, err := parseRequestOps(&req)
+	if err != nil {
+		return Result{}, err
+	}
+	req.ops = ops
 	release, err := r.reside(ctx, req.Caller.Tenant)
 	if err != nil {
 		return Result{}, err
@@ -228,7 +236,9 @@ type textList struct {
 	// context says the list is ranked with the query as its context.
 	context bool
 	text    string
-	vec     []float32 // nil: not embedded (the embedder failed)
+	// need are the words every tool of the list must hold (+word).
+	need []string
+	vec  []float32 // nil: not embedded (the embedder failed)
 	// alt is the reformulation of text, ranked instead when text ranks
 	// low-confidence and alt does not ("" → none).
 	alt    string
@@ -240,14 +250,17 @@ type textList struct {
 // parts (when the retriever decomposes), the parts.
 func (r *Retriever) lists(req *Request) []textList {
 	var out []textList
-	query := strings.TrimSpace(req.Query) != ""
+	q := req.ops.query
+	query := q.ranked()
 	if query {
-		out = append(out, textList{intent: -1, text: req.Query})
+		out = append(out, textList{intent: -1, text: q.Text, need: q.Required})
 	}
-	for i, in := range req.Intents {
-		out = append(out, textList{intent: i, text: in, context: query})
+	for i, in := range req.ops.intents {
+		if in.ranked() {
+			out = append(out, textList{intent: i, text: in.Text, need: in.Required, context: query})
+		}
 	}
-	if query && len(req.Intents) == 0 && r.decompose && !req.Mode.single() {
+	if query && len(req.Intents) == 0 && r.decompose && !req.Mode.single() && len(q.Required) == 0 {
 		for _, p := range Decompose(req.Query) {
 			out = append(out, textList{intent: -1, text: p, context: true})
 		}
@@ -272,11 +285,11 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 	for i := range lists {
 		lists[i].vec = vecs[i]
 	}
-	// The query, when given, is the first list and the context of the
+	// The query, when ranked, is the first list and the context of the
 	// others.
 	var qctx *textList
-	if strings.TrimSpace(req.Query) != "" {
-		qctx = &textList{intent: -1, text: req.Query, vec: lists[0].vec}
+	if req.ops.query.ranked() {
+		qctx = &textList{intent: -1, text: lists[0].text, vec: lists[0].vec}
 	}
 	res, low, err := r.answer(ctx, req, lists, qctx, topK, alpha)
 	res.Timings.Embed = embedTime
@@ -318,6 +331,9 @@ func (r *Retriever) run(ctx context.Context, req Request, topK int, alpha float6
 // vectors are nil and the lexical leg still answers, flagged degraded.
 func (r *Retriever) embedQueries(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
+	if len(texts) == 0 {
+		return out, nil // a selection ranks nothing
+	}
 	vecs, err := r.emb.Embed(ctx, texts)
 	switch {
 	case err == nil && len(vecs) == len(texts):
@@ -345,7 +361,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	res.Timings.Authorize = time.Since(t0)
 	low := make([]bool, len(lists))
 	if len(candidates) == 0 {
-		res.LowConfidence = true
+		res.LowConfidence = len(lists) > 0
 		for i := range low {
 			low[i] = true
 		}
@@ -393,14 +409,18 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
 			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
-		fused, degraded, err := r.rankText(ctx, req, cs, parts, vec, alpha, &res.Timings, lend())
+		lcs := cs
+		if len(l.need) > 0 {
+			lcs = narrow(cs, l.need)
+		}
+		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, lend())
 		if err != nil {
 			return Result{}, nil, err
 		}
 		res.Degraded = res.Degraded || degraded
 		low[i] = r.lowConfidence(fused)
 		if low[i] && l.alt != "" {
-			alt, altDegraded, err := r.rankText(ctx, req, cs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings, lend())
+			alt, altDegraded, err := r.rankText(ctx, req, lcs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings, lend())
 			if err != nil {
 				return Result{}, nil, err
 			}
@@ -426,7 +446,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		t1 := time.Now()
 		fused = r.confident(fused)
 		if !req.Mode.single() {
-			fused = liftServers(fused, r.serverLift(cs, parts, fused))
+			fused = liftServers(fused, r.serverLift(lcs, parts, fused))
 		}
 		if r.collapse {
 			fused = collapseList(fused, alts)
@@ -434,7 +454,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		ranked[i] = fused
 		res.Timings.Fuse += time.Since(t1)
 		listMin := minConf
-		if degraded && !explicit {
+		if (degraded || len(l.need) > 0) && !explicit {
+			// A list narrowed by +word is held to no default minimum:
+			// the caller said which tools it wants ranked.
 			listMin = 0
 		}
 		// A list that ranked nothing reached no minimum either.
@@ -447,7 +469,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	}
 	t1 := time.Now()
 	merged := MergeFair(ranked, topK)
-	res.Abstained = len(merged) == 0
+	res.Abstained = len(merged) == 0 && len(lists) > 0
 	res.Timings.Fuse += time.Since(t1)
 	t1 = time.Now()
 
@@ -464,6 +486,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
+	r.placeSelected(req, cs, &res, taken)
 	placed := make(map[string]bool, len(merged))
 	for _, m := range merged {
 		placed[m.ID] = true
@@ -492,10 +515,12 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			}
 		}
 		if i, pinned := taken[m.ID]; pinned {
-			// Pinned and also ranked: keep the pin, record its scores.
+			// Pinned (or selected) and also ranked: keep it where it
+			// is, record its scores.
 			p := &res.Tools[i]
-			p.Scores, p.Reason = s.Scores, "pinned (always_load); "+s.Reason
-			p.ForQuery, p.Intents = s.ForQuery, s.Intents
+			p.Scores, p.Reason = s.Scores, p.Reason+"; "+s.Reason
+			p.ForQuery = p.ForQuery || s.ForQuery
+			p.Intents = mergeIntents(p.Intents, s.Intents)
 			continue
 		}
 		taken[m.ID] = len(res.Tools)

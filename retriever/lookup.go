@@ -228,23 +228,35 @@ func (r *Retriever) Search(ctx context.Context, c Caller, query string, pageSize
 		}
 		offset = cur.Offset
 	}
+	req := Request{Caller: c, Query: query}
+	ops, err := parseRequestOps(&req)
+	if err != nil {
+		return nil, "", err
+	}
+	req.ops = ops
 	release, err := r.reside(ctx, c.Tenant)
 	if err != nil {
 		return nil, "", err
 	}
 	defer release()
-
 	var ids []string
-	if strings.TrimSpace(query) == "" {
+	switch {
+	case req.ops.query.Select != nil:
+		r.mu.RLock()
+		for _, e := range r.selected(r.candidates(c), req.ops.query.Select) {
+			ids = append(ids, e.id)
+		}
+		r.mu.RUnlock()
+	case strings.TrimSpace(query) == "":
 		r.mu.RLock()
 		for id := range r.candidates(c).entries {
 			ids = append(ids, id)
 		}
 		r.mu.RUnlock()
 		slices.Sort(ids)
-	} else {
+	default:
 		depth := min(offset+pageSize+1, maxSearchDepth)
-		res, err := r.run(ctx, Request{Caller: c, Query: query}, depth, DefaultAlpha)
+		res, err := r.run(ctx, req, depth, DefaultAlpha)
 		if err != nil {
 			return nil, "", err
 		}

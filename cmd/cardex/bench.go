@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -21,8 +23,10 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/synth"
+	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
 	"github.com/seed0cff8200/cardex/internal/ops/loadgen"
+	"github.com/seed0cff8200/cardex/internal/ops/ratewait"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -69,7 +73,7 @@ func benchCmd() *cobra.Command {
 		concurrency, count, topK, connections, writeCards, synthetic int
 		duration                                                     time.Duration
 		queriesFile, writeTenant                                     string
-		health, allowRemote, keepWrites                              bool
+		health, allowRemote, keepWrites, waitLimits                  bool
 		writeRate                                                    float64
 	)
 	cmd := &cobra.Command{
@@ -90,6 +94,13 @@ with that catalogue's queries, go to that tenant; the cards are deleted at the e
 
 Reports, per RPC: requests, errors by gRPC code, requests per second, and p50/p90/p99/max latency
 (within 1%). Progress goes to stderr. Exit status 1 when any request failed.
+
+The server's rate limits apply to the bench like to any caller. When they refuse a call
+(ResourceExhausted with a retry delay), bench says which limit refused and which 'cardex serve'
+flag lifts it (--rate-limit, --tenant-rate-limit, --max-in-flight), and by default waits the
+refusal out and calls again: refusals are counted apart, not as requests or errors, and the QPS is
+then the limit's, not the server's capacity (the report says so). --wait-limits=false counts
+them as errors instead.
 
 A load generator can take a server down: --addr must be a loopback address unless --allow-remote.`,
 		Args: cobra.NoArgs,
@@ -146,7 +157,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 			}
 			conns := make([]*grpc.ClientConn, connections)
 			for i := range conns {
-				c, err := dial(cf.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
+				c, err := dial(cf.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds, false)
 				if err != nil {
 					return err
 				}
@@ -177,7 +188,11 @@ A load generator can take a server down: --addr must be a loopback address unles
 					if count > 0 {
 						done = fmt.Sprintf("%d/%d requests", s.Requests, count)
 					}
-					fmt.Fprintf(os.Stderr, "cardex bench: %s: %.0fs, %s, %d errors\n", rpc, s.Elapsed.Seconds(), done, s.Errors)
+					limited := ""
+					if s.Throttled > 0 {
+						limited = fmt.Sprintf(", %d refused by rate limits (waited out)", s.Throttled)
+					}
+					fmt.Fprintf(os.Stderr, "cardex bench: %s: %.0fs, %s, %d errors%s\n", rpc, s.Elapsed.Seconds(), done, s.Errors, limited)
 				}
 			}
 			report := benchReport{Addr: cf.addr, Tenant: who.tenant, Queries: len(queries), TopK: topK, Connections: connections, SyntheticCards: synthetic}
@@ -207,12 +222,13 @@ A load generator can take a server down: --addr must be a loopback address unles
 				clients[i] = pb.NewDiscoveryServiceClient(c)
 			}
 			caller := who.caller()
+			limits := &benchLimits{wait: waitLimits, streak: make([]atomic.Int64, concurrency+1)}
 			discover := func(_ context.Context, w, i int) error {
 				c, cancel := callCtx()
 				defer cancel()
 				q := queries[(w+i*concurrency)%len(queries)]
 				_, err := clients[w%connections].DiscoverTools(c, &pb.DiscoverToolsRequest{Caller: caller, Query: q, TopK: int32(topK)})
-				return err
+				return limits.handle(w, err)
 			}
 			var writes *loadgen.Result
 			var written bool
@@ -236,7 +252,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 						if err == nil {
 							written = true
 						}
-						return err
+						return limits.handle(concurrency, err)
 					})
 					writes = &res
 				}()
@@ -280,6 +296,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 			if runErr != nil && !errors.Is(runErr, context.Canceled) {
 				return runErr
 			}
+			report.RateLimited = limits.report()
 			if err := report.print(cf.output); err != nil {
 				return err
 			}
@@ -313,6 +330,7 @@ A load generator can take a server down: --addr must be a loopback address unles
 	f.BoolVar(&keepWrites, "keep-writes", false, "keep the bench cards written with --write-rate (they are deleted at the end by default)")
 	f.IntVar(&synthetic, "synthetic", 0, fmt.Sprintf("first fill --write-tenant with this many cards of the benchmarks' synthetic catalogue and discover there (at most %d)", maxBenchSynthetic))
 	f.BoolVar(&allowRemote, "allow-remote", false, "allow an --addr that is not a loopback address")
+	f.BoolVar(&waitLimits, "wait-limits", true, "wait out the server's rate-limit refusals and call again (counted apart); false: count them as errors")
 	return cmd
 }
 
@@ -407,9 +425,12 @@ func putSynthetic(ctx context.Context, cat pb.CatalogServiceClient, callCtx func
 		for i := range batch {
 			req.Cards = append(req.Cards, apiconv.CardToProto(&batch[i], true))
 		}
-		c, cancel := callCtx()
-		_, err := cat.PutCards(c, req)
-		cancel()
+		err := ratewait.Call(ctx, nil, func() error {
+			c, cancel := callCtx()
+			defer cancel()
+			_, err := cat.PutCards(c, req)
+			return err
+		})
 		if err != nil {
 			return keys, fmt.Errorf("writing the synthetic cards %d–%d: %w", start+1, start+len(batch), err)
 		}
@@ -432,10 +453,12 @@ func deleteCards(ctx context.Context, cat pb.CatalogServiceClient, callCtx func(
 	var next atomic.Int64
 	res, err := loadgen.Run(context.WithoutCancel(ctx), loadgen.Config{Concurrency: min(8, len(keys)), Count: len(keys)}, func(context.Context, int, int) error {
 		k := keys[next.Add(1)-1]
-		c, cancel := callCtx()
-		defer cancel()
-		_, err := cat.DeleteCard(c, &pb.DeleteCardRequest{Tenant: k.Tenant, Server: k.Server, Name: k.Name})
-		return err
+		return ratewait.Call(ctx, nil, func() error {
+			c, cancel := callCtx()
+			defer cancel()
+			_, err := cat.DeleteCard(c, &pb.DeleteCardRequest{Tenant: k.Tenant, Server: k.Server, Name: k.Name})
+			return err
+		})
 	})
 	if err != nil {
 		return err
@@ -458,9 +481,12 @@ type benchRow struct {
 	Concurrency int              `json:"concurrency"`
 	Requests    int64            `json:"requests"`
 	Errors      map[string]int64 `json:"errors"`
-	ElapsedS    float64          `json:"elapsed_s"`
-	QPS         float64          `json:"qps"`
-	LatencyMS   benchLatency     `json:"latency_ms"`
+	// Throttled are the calls the server's rate limits refused and the
+	// bench waited out (not in Requests).
+	Throttled int64        `json:"throttled,omitempty"`
+	ElapsedS  float64      `json:"elapsed_s"`
+	QPS       float64      `json:"qps"`
+	LatencyMS benchLatency `json:"latency_ms"`
 }
 
 type benchReport struct {
@@ -474,12 +500,15 @@ type benchReport struct {
 	// SyntheticCards is --synthetic.
 	SyntheticCards int        `json:"synthetic_cards,omitempty"`
 	Results        []benchRow `json:"results"`
+	// RateLimited, when the server's rate limits refused calls, says
+	// which and what lifts them.
+	RateLimited *benchLimited `json:"rate_limited,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (r *benchReport) add(rpc string, concurrency int, res loadgen.Result) {
-	r.Results = append(r.Results, benchRow{RPC: rpc, Concurrency: concurrency, Requests: res.Requests, Errors: res.Errors,
+	r.Results = append(r.Results, benchRow{RPC: rpc, Concurrency: concurrency, Requests: res.Requests, Errors: res.Errors, Throttled: res.Throttled,
 		ElapsedS: res.Elapsed.Seconds(), QPS: res.QPS,
 		LatencyMS: benchLatency{P50: ms(res.P50), P90: ms(res.P90), P99: ms(res.P99), Max: ms(res.Max)}})
 }
@@ -521,5 +550,109 @@ func (r *benchReport) print(output string) error {
 	for _, l := range errLines {
 		fmt.Println(l)
 	}
+	if rl := r.RateLimited; rl != nil {
+		fmt.Println()
+		for _, row := range r.Results {
+			if row.Throttled > 0 {
+				fmt.Printf("%s: %d calls refused by the server's rate limits were waited out (not counted above): its QPS is the limits', not the server's capacity\n", row.RPC, row.Throttled)
+			}
+		}
+		fmt.Printf("rate limited by %s; %s\n", strings.Join(rl.Limits, " and "), rl.Advice)
+	}
 	return nil
+}
+
+// serveLimitFlags are the flags of 'cardex serve' that set each of its
+// limits, by the scope a refusal names.
+var serveLimitFlags = map[string]string{"caller": "--rate-limit", "tenant": "--tenant-rate-limit", "in_flight": "--max-in-flight"}
+
+// benchLimits notes the rate-limit refusals of a run and turns them into
+// waits (loadgen.Throttled) when the bench waits limits out.
+type benchLimits struct {
+	wait bool
+	// streak counts each worker's refusals in a row (the discoveries'
+	// workers, then the writes'), for the backoff.
+	streak []atomic.Int64
+
+	mu      sync.Mutex
+	byScope map[string]ratelimit.Denial
+}
+
+// handle is the error of worker w's call as the load generator takes it:
+// a rate-limit refusal is noted (and said on stderr the first time its
+// limit refuses), and waited out when the bench does so, longer while the
+// worker's refusals go on.
+func (l *benchLimits) handle(w int, err error) error {
+	d, ok := ratelimit.FromError(err)
+	if !ok {
+		l.streak[w].Store(0)
+		return err
+	}
+	l.mu.Lock()
+	if l.byScope == nil {
+		l.byScope = map[string]ratelimit.Denial{}
+	}
+	if _, seen := l.byScope[d.Scope]; !seen {
+		l.byScope[d.Scope] = d
+		then := "waiting its refusals out (--wait-limits=false counts them as errors)"
+		if !l.wait {
+			then = "its refusals count as errors"
+		}
+		fmt.Fprintf(os.Stderr, "cardex bench: the server's %s refused a call: %s; %s\n", limitName(d), then, liftAdvice([]string{d.Scope}))
+	}
+	l.mu.Unlock()
+	if l.wait {
+		return &loadgen.Throttled{Wait: ratewait.Backoff(d.RetryAfter, int(l.streak[w].Add(1)-1)), Err: err}
+	}
+	return err
+}
+
+// benchLimited is the report's word on the limits met.
+type benchLimited struct {
+	Limits []string `json:"limits"`
+	Advice string   `json:"advice"`
+}
+
+func (l *benchLimits) report() *benchLimited {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.byScope) == 0 {
+		return nil
+	}
+	scopes := slices.Sorted(maps.Keys(l.byScope))
+	out := &benchLimited{Advice: liftAdvice(scopes)}
+	for _, s := range scopes {
+		out.Limits = append(out.Limits, limitName(l.byScope[s]))
+	}
+	return out
+}
+
+// limitName says which limit a refusal names, with its value.
+func limitName(d ratelimit.Denial) string {
+	switch d.Scope {
+	case "caller", "tenant":
+		return fmt.Sprintf("per-%s rate limit (%g %s calls a second, %s)", d.Scope, d.Limit, d.Class, serveLimitFlags[d.Scope])
+	case "in_flight":
+		return fmt.Sprintf("limit of calls in flight per caller (%g, %s)", d.Limit, serveLimitFlags[d.Scope])
+	}
+	return "rate limits"
+}
+
+// liftAdvice names the flags of 'cardex serve' that lift the limits of the
+// scopes (all of them when a scope is unknown: a server that does not name
+// its limits).
+func liftAdvice(scopes []string) string {
+	var flags []string
+	for _, s := range scopes {
+		switch s {
+		case "caller", "tenant":
+			flags = append(flags, "--rate-limit 0", "--tenant-rate-limit 0")
+		case "in_flight":
+			flags = append(flags, "--max-in-flight 0")
+		default:
+			flags = append(flags, "--rate-limit 0", "--tenant-rate-limit 0", "--max-in-flight 0")
+		}
+	}
+	slices.Sort(flags)
+	return "to measure the server's capacity rather than its limits, start it with `cardex serve " + strings.Join(slices.Compact(flags), " ") + "`"
 }

@@ -18,11 +18,16 @@ type benchOut struct {
 		Concurrency int              `json:"concurrency"`
 		Requests    int64            `json:"requests"`
 		Errors      map[string]int64 `json:"errors"`
+		Throttled   int64            `json:"throttled"`
 		QPS         float64          `json:"qps"`
 		LatencyMS   struct {
 			P50, P90, P99, Max float64
 		} `json:"latency_ms"`
 	} `json:"results"`
+	RateLimited *struct {
+		Limits []string `json:"limits"`
+		Advice string   `json:"advice"`
+	} `json:"rate_limited"`
 }
 
 // TestBench runs `cardex bench` against a real server on loopback: the
@@ -140,5 +145,49 @@ func TestBench(t *testing.T) {
 	}
 	if _, stderr, code := runErr(t, bin, addr, "bench", "--tenant", "acme", "--queries", long); code != 1 || !strings.Contains(stderr, "long.txt:2: the query is 1001 characters; the limit is 1000") {
 		t.Errorf("a long query: exit %d, %s", code, stderr)
+	}
+}
+
+// TestBenchAgainstDefaultLimits: the documented bench command against a
+// server started with its default limits works: the refusals of the
+// per-caller limit are waited out and counted apart (exit 0), and the
+// bench names the limit and the flags that lift it; with
+// --wait-limits=false they are errors (exit 1), with the same advice.
+func TestBenchAgainstDefaultLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	addr, _ := startServer(t, bin, t.TempDir())
+	if _, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/"); code != 0 {
+		t.Fatal("apply")
+	}
+	const advice = "start it with `cardex serve --rate-limit 0 --tenant-rate-limit 0`"
+	stdout, stderr, code := runErr(t, bin, addr, "bench", "--tenant", "acme", "--scopes", "*", "-c", "32", "--duration", "2s")
+	if code != 0 || !strings.HasPrefix(stdout, "RPC ") || !strings.Contains(stdout, "calls refused by the server's rate limits were waited out") ||
+		!strings.Contains(stdout, "per-caller rate limit (100 discovery calls a second, --rate-limit)") || !strings.Contains(stdout, advice) {
+		t.Errorf("table: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "the server's per-caller rate limit (100 discovery calls a second, --rate-limit) refused a call: waiting its refusals out") {
+		t.Errorf("stderr does not say the limit as it meets it:\n%s", stderr)
+	}
+	stdout, _, code = runErr(t, bin, addr, "bench", "--tenant", "acme", "--scopes", "*", "-c", "32", "--count", "600", "-o", "json")
+	var out benchOut
+	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil {
+		t.Fatalf("-o json: exit %d\n%s", code, stdout)
+	}
+	d := out.Results[0]
+	if d.Requests != 600 || len(d.Errors) != 0 || d.Throttled == 0 || out.RateLimited == nil || !strings.Contains(out.RateLimited.Advice, advice) ||
+		out.Results[1].Throttled != 0 || out.Results[1].Requests != 600 {
+		t.Errorf("-o json: %+v", out)
+	}
+	// 600 calls at 100 a second (after a burst of 100) take seconds: the
+	// limit was waited for, not lifted.
+	if d.QPS > 400 {
+		t.Errorf("%.0f discoveries a second under a limit of 100", d.QPS)
+	}
+	stdout, stderr, code = runErr(t, bin, addr, "bench", "--tenant", "acme", "--scopes", "*", "-c", "32", "--count", "300", "--wait-limits=false", "--health=false")
+	if code != 1 || !strings.Contains(stdout, "ResourceExhausted") || !strings.Contains(stdout, advice) || !strings.Contains(stderr, "its refusals count as errors") {
+		t.Errorf("--wait-limits=false: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

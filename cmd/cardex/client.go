@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/ops/ratewait"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -73,7 +74,7 @@ func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds)
+	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -91,16 +92,20 @@ func (f *clientFlags) withToken(ctx context.Context) context.Context {
 
 // dial connects to a cardex server. Every call's error is explained in the
 // words of the CLI (see explain); tokenHint names the flag and variable of
-// the token the server may ask for; creds nil is plaintext.
-func dial(addr, tokenHint string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+// the token the server may ask for; creds nil is plaintext. With
+// waitLimits, a call the server's rate limits refuse is made again after
+// the delay the server asks for (within the call's timeout).
+func dial(addr, tokenHint string, creds credentials.TransportCredentials, waitLimits bool) (*grpc.ClientConn, error) {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
+	chain := []grpc.UnaryClientInterceptor{explainer(addr, tokenHint, creds.Info().SecurityProtocol == "tls")}
+	if waitLimits {
+		chain = append(chain, ratewait.Interceptor(nil))
+	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return explain(addr, tokenHint, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
-		}))
+		grpc.WithChainUnaryInterceptor(chain...))
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %v", addr, err)
 	}
@@ -117,11 +122,21 @@ func withTenantHeader(ctx context.Context, req any) context.Context {
 	return ctx
 }
 
+// explainer is the interceptor that explains every call's error (explain;
+// tlsOn says the client connects with TLS), and names the request's tenant
+// in the routing header.
+func explainer(addr, tokenHint string, tlsOn bool) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return explain(addr, tokenHint, tlsOn, invoker(withTenantHeader(ctx, req), method, req, reply, cc, opts...))
+	}
+}
+
 // explain rewrites the messages of errors that gRPC raises on the client's
-// side (no connection, no such host) into what to do about them, keeping the
-// code. The server's own messages pass as they are, with the token to give
-// added to Unauthenticated.
-func explain(addr, tokenHint string, err error) error {
+// side (no connection, no such host, TLS on one side only or not trusted:
+// explainTLS) into what to do about them, keeping the code. The server's own
+// messages pass as they are, with the token to give added to
+// Unauthenticated.
+func explain(addr, tokenHint string, tlsOn bool, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -131,6 +146,11 @@ func explain(addr, tokenHint string, err error) error {
 	}
 	msg := st.Message()
 	low := strings.ToLower(msg)
+	if st.Code() == codes.Unavailable {
+		if advice, ok := explainTLS(addr, tlsOn, low); ok {
+			return status.Errorf(codes.Unavailable, "cannot talk to the cardex server at %s: %s", addr, advice)
+		}
+	}
 	switch {
 	case st.Code() == codes.Unavailable && (strings.Contains(low, "connection error") || strings.Contains(low, "error while dialing") ||
 		strings.Contains(low, "name resolver error") || strings.Contains(low, "produced zero addresses") || strings.Contains(low, "connection closed before server preface")):

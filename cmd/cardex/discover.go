@@ -27,7 +27,13 @@ func discoverCmd() *cobra.Command {
 A multi-step request can be given as its parts with --intent (repeatable, at most 8): each part
 is ranked inside the same authorized set and the shortlist takes every part's best tool first,
 then every part's second, and so on. With a query too, the query is one more ranked list and the
-context of every part.`,
+context of every part.
+
+The query and every --intent may use the operators of Claude Code's tool search:
+select:SERVER/NAME[,SERVER/NAME...] returns exactly those tools, in that order, among the ones the
+caller may use (not counted in --top-k; a tool it may not use is absent, like one that does not
+exist); +word keeps only the tools with the word in their server, name, summary, description,
+aliases or tags, ranked by all the words ("+github open an issue").`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			query := ""

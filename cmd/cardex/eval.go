@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
@@ -19,6 +20,7 @@ import (
 )
 
 func evalCmd() *cobra.Command {
+	var tlsf tlsClientFlags
 	var (
 		addr, token, out, misses, fusion, encoding, tenant string
 		fromLog                                            string
@@ -44,7 +46,12 @@ whole report to --out (JSON). Progress goes to stderr.
 By default it runs in-process on a fresh embedded store in a temporary directory, with the
 default configuration of 'cardex serve' (the --embedder flags choose another embedder). With --addr it registers the cards in tenant
 eval-<dataset> of a running server (deleting that tenant's other cards) and asks
-DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline is measured.`,
+DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline is measured.
+Its discoveries are marked as an evaluation's: the server answers them like any other (same
+authorization and limits) but keeps them out of its discovery and feedback logs and its discovery
+metrics, and records each in its audit trail; it takes that mark only from a credential of role
+admin (--token), or from anyone when it takes no credential at all. Calls the server's rate
+limits refuse are made again after the delay it asks for.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if fromLog != "" {
 				return cobra.NoArgs(cmd, args)
@@ -85,10 +92,20 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 						return fmt.Errorf("--%s is for in-process runs; with --addr the server's own configuration is measured", name)
 					}
 				}
-				r, err := evalremote.Dial(addr, token, timeout)
+				creds, err := tlsf.creds()
 				if err != nil {
 					return err
 				}
+				r, err := evalremote.Dial(addr, evalremote.Options{Token: token, Timeout: timeout, Creds: creds,
+					Interceptors: []grpc.UnaryClientInterceptor{explainer(addr, "--token (CARDEX_TOKEN): a token of role admin", creds.Info().SecurityProtocol == "tls")}})
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if n, d := r.Waits.Count(); n > 0 {
+						fmt.Fprintf(os.Stderr, "eval: waited out %d rate-limit refusals of the server (%s in all)\n", n, d.Round(time.Millisecond))
+					}
+				}()
 				backend = r
 			} else {
 				emb, err := ef.build(cmd.Context(), newLogger("warn"))
@@ -175,7 +192,9 @@ DiscoverTools; the API has no mode switch, so only the server's hybrid pipeline 
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "", "run against the cardex server at this address (default: in-process on a temporary embedded store)")
-	f.StringVar(&token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "catalog token for PutCards with --addr (env CARDEX_CATALOG_TOKEN)")
+	f.StringVar(&token, "catalog-token", os.Getenv("CARDEX_CATALOG_TOKEN"), "with --addr: the same as --token (env CARDEX_CATALOG_TOKEN)")
+	f.StringVar(&token, "token", envOr("CARDEX_TOKEN", os.Getenv("CARDEX_CATALOG_TOKEN")), "with --addr: a service token of role admin, if the server asks for one: eval writes the dataset's cards and discovers, marked as an evaluation (env CARDEX_TOKEN)")
+	tlsf.register(cmd)
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "per-call timeout with --addr")
 	f.StringVar(&tenant, "tenant", "", "tenant to register the cards under (default eval-<dataset>)")
 	f.IntVar(&topK, "top-k", eval.DefaultTopK, fmt.Sprintf("shortlist depth at which a need counts as missed (1..%d; metrics always look at the top 10)", retriever.MaxTopK))

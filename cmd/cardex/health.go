@@ -27,7 +27,7 @@ it requires client certificates).`,
 			if err != nil {
 				return err
 			}
-			conn, err := dial(addr, "", creds)
+			conn, err := dial(addr, "", creds, false)
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,9 @@ type importFlags struct {
 	overrideScopes, reactivate, dryRun bool
 	enrich                             bool
 	llm                                llmFlags // enrich.go
+	// serverOptional: the source may name the servers (import mcp
+	// --from-file).
+	serverOptional bool
 }
 
 func (f *importFlags) register(cmd *cobra.Command) {
@@ -57,7 +60,7 @@ func (f *importFlags) check() error {
 	if err := requireTenant(f.tenant); err != nil {
 		return err
 	}
-	if !cards.ValidName(f.server) {
+	if !cards.ValidName(f.server) && !(f.serverOptional && f.server == "") {
 		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
 	}
 	if f.enrich {
@@ -71,9 +74,9 @@ func (f *importFlags) check() error {
 func importMCPCmd() *cobra.Command {
 	var f importFlags
 	var headers, env []string
-	var command, upstreamsFile string
+	var command, upstreamsFile, fromFile, serversFile string
 	cmd := &cobra.Command{
-		Use:   "mcp [URL] --server NAME --tenant T [--header 'K: V'] | --command 'CMD ARGS' | --upstreams FILE",
+		Use:   "mcp [URL] --server NAME --tenant T [--header 'K: V'] | --command 'CMD ARGS' | --upstreams FILE | --from-file FILE [--servers FILE]",
 		Short: "Import an MCP server's tools (all tools/list pages) as mcp_tool cards; vanished tools are revoked",
 		Long: `Connects to an MCP server (streamable HTTP URL, or a stdio command), reads tools/list to the last
 page and turns each tool into a card of kind mcp_tool in the --server namespace. Re-running is
@@ -82,9 +85,32 @@ whole change is one atomic write; a server that fails part-way through the listi
 
 With --upstreams FILE the connection (URL and headers, or command and env) is read from the entry
 for --server in the same upstreams file that 'cardex serve --upstreams' uses. Header and env values
-may name environment variables as ${VAR}.`,
+may name environment variables as ${VAR}.
+
+With --from-file FILE the tools are read from a file instead of a live server: a saved tools/list
+result (JSON; its tools go to --server), or a JSON Lines catalogue with one tool a line, each
+naming its server ({"server", "tool_name", "description", "input_schema"}, as in
+../shared/eval/*/tools.jsonl; a line without a server goes to --server). --servers FILE adds
+the server entries, one a line ({"server", "title", "description"}). Every server namespace of
+the file is imported with the rules above (a server's vanished tools are revoked; the tenant's
+other servers are left alone); the cards are written in atomic batches of up to 1,000 that never
+split a server, then the server entries. Progress goes to stderr; a rerun reports every card and
+entry unchanged.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if fromFile != "" {
+				if len(args) > 0 || command != "" || upstreamsFile != "" || len(headers) > 0 || len(env) > 0 {
+					return usageError("--from-file reads the tools from the file: give no URL, --command, --upstreams, --header or --env")
+				}
+				f.serverOptional = true
+				if err := f.check(); err != nil {
+					return err
+				}
+				return importFromFile(cmd, &f, fromFile, serversFile)
+			}
+			if serversFile != "" {
+				return usageError("--servers goes with --from-file")
+			}
 			if err := f.check(); err != nil {
 				return err
 			}
@@ -165,6 +191,8 @@ may name environment variables as ${VAR}.`,
 	fl.StringVar(&command, "command", "", "run a stdio MCP server: the command line, split into words like a shell does ('quotes' and \\ escapes; nothing expanded)")
 	fl.StringArrayVar(&env, "env", nil, "environment for --command, NAME=value (repeatable; ${VAR} is expanded)")
 	fl.StringVar(&upstreamsFile, "upstreams", "", "take the connection from this upstreams file's entry for --server")
+	fl.StringVar(&fromFile, "from-file", "", "read the tools from a file: a saved tools/list result (JSON) or a JSON Lines catalogue, one tool a line")
+	fl.StringVar(&serversFile, "servers", "", "with --from-file: server entries, one a line (server, title, description)")
 	return cmd
 }
 
@@ -367,9 +395,7 @@ type importCatalog interface {
 // --dry-run), then the server entry's change (sch, when not nil) in a
 // PutServers of its own, and reports both.
 func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped, sch *catalogsync.ServerChange) error {
-	if len(splitList(f.scopes)) == 0 && plan.Count(catalogsync.Create) > 0 {
-		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
-	}
+	noteScopes(f, plan.Count(catalogsync.Create))
 	if !f.dryRun {
 		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
 			return fmt.Errorf("nothing written: %w", err)
@@ -441,20 +467,39 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 	if err := table([]string{"ACTION", "SERVER", "NAME", "VERSION", "CHANGED"}, rows); err != nil {
 		return err
 	}
-	verb := ""
-	if f.dryRun {
-		verb = "dry run, nothing written: would be "
+	printImportCounts("\n"+dryRunVerb(f), counts, "on the server")
+	return nil
+}
+
+// noteScopes is what every import says about the scopes of the cards it
+// creates (created of them).
+func noteScopes(f *importFlags, created int) {
+	if len(splitList(f.scopes)) == 0 && created > 0 {
+		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
 	}
-	fmt.Printf("\n%s%d created, %d updated, %d revoked, %d unchanged", verb, counts["created"], counts["updated"], counts["revoked"], counts["unchanged"])
+}
+
+// dryRunVerb starts an import's counts line under --dry-run.
+func dryRunVerb(f *importFlags) string {
+	if f.dryRun {
+		return "dry run, nothing written: would be "
+	}
+	return ""
+}
+
+// printImportCounts prints an import's counts line after prefix: created,
+// updated, revoked and unchanged, then the rarer outcomes that happened;
+// where says where a revoked tool came back ("on the server").
+func printImportCounts(prefix string, counts map[string]int, where string) {
+	fmt.Printf("%s%d created, %d updated, %d revoked, %d unchanged", prefix, counts["created"], counts["updated"], counts["revoked"], counts["unchanged"])
 	if n := counts["reactivated"]; n > 0 {
 		fmt.Printf(", %d reactivated", n)
 	}
 	if n := counts["kept_revoked"]; n > 0 {
-		fmt.Printf(", %d back on the server but kept revoked (--reactivate)", n)
+		fmt.Printf(", %d back %s but kept revoked (--reactivate)", n, where)
 	}
 	if n := counts["skipped"]; n > 0 {
 		fmt.Printf(", %d skipped", n)
 	}
 	fmt.Println()
-	return nil
 }

@@ -283,4 +283,82 @@ func TestDiscoverAndToolsSearchIntents(t *testing.T) {
 			t.Errorf("over-long intent: exit %d, stderr %q", code, stderr)
 		}
 	})
+
+	// The query operators on both commands: a selection is exactly the
+	// named tools the caller may use (cancel_order needs orders:write),
+	// +word keeps the tools that hold the word.
+	sel := "select:orders/get_order,orders/cancel_order,nope/none,billing/get_invoice"
+	if !slices.Contains(visible, "orders/get_order") || !slices.Contains(visible, "billing/get_invoice") || slices.Contains(visible, "orders/cancel_order") {
+		t.Fatal("example catalogue changed: pick other tools for the operators")
+	}
+	holds := map[string]bool{} // the tools that mention billing anywhere
+	for _, c := range all {
+		text := strings.ToLower(strings.Join(append([]string{c.Server, c.Name, c.Summary, c.Description}, append(c.Aliases, c.Tags...)...), " "))
+		holds[c.Server+"/"+c.Name] = strings.Contains(text, "billing")
+	}
+	t.Run("discover operators", func(t *testing.T) {
+		d := discoverJ(sel, "--top-k", "1")
+		var got []string
+		for _, x := range d.Tools {
+			got = append(got, x.Card.Server+"/"+x.Card.Name)
+		}
+		if !slices.Equal(got, []string{"orders/get_order", "billing/get_invoice"}) {
+			t.Errorf("discover %s: %v", sel, got)
+		}
+		out, _, code := discover(sel)
+		if rows := tableRows(out); code != 0 || len(rows) != 3 || !strings.Contains(out, "selected (select:)") {
+			t.Errorf("discover %s (table): exit %d\n%s", sel, code, out)
+		}
+		d = discoverJ("+billing money back", "--top-k", "50")
+		if len(d.Tools) == 0 {
+			t.Fatal("+billing: nothing")
+		}
+		for _, x := range d.Tools {
+			if n := x.Card.Server + "/" + x.Card.Name; !holds[n] || !slices.Contains(visible, n) {
+				t.Errorf("+billing reached %s", n)
+			}
+		}
+		d = discoverJ("--intent", "select:billing/get_invoice", "--intent", "+orders where is my package", "--top-k", "2")
+		if len(d.Tools) < 2 || d.Tools[0].Card.Name != "get_invoice" || !slices.Equal(d.Tools[0].Intents, []int{0}) {
+			t.Errorf("operators in intents: %+v", d.Tools)
+		}
+		_, stderr, code := discover("select:")
+		if code != 1 || !strings.Contains(stderr, "query") || !strings.Contains(stderr, "select:") {
+			t.Errorf("select: alone: exit %d, %q", code, stderr)
+		}
+	})
+
+	t.Run("tools search operators", func(t *testing.T) {
+		search := func(args ...string) []string {
+			t.Helper()
+			out, stderr, code := runFull(t, bin, addr, append([]string{"tools", "search", "-o", "json"}, args...)...)
+			var res struct {
+				Tools []struct{ Server, Name string }
+			}
+			if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+				t.Fatalf("tools search %v: exit %d %v\n%s%s", args, code, err, out, stderr)
+			}
+			var got []string
+			for _, x := range res.Tools {
+				got = append(got, x.Server+"/"+x.Name)
+			}
+			return got
+		}
+		if got := search(sel); !slices.Equal(got, []string{"orders/get_order", "billing/get_invoice"}) {
+			t.Errorf("tools search %s: %v", sel, got)
+		}
+		got := search("+billing")
+		if len(got) == 0 {
+			t.Fatal("+billing: nothing")
+		}
+		for _, n := range got {
+			if !holds[n] || !slices.Contains(visible, n) {
+				t.Errorf("+billing reached %s", n)
+			}
+		}
+		got = search("--intent", "select:orders/get_order", "--intent", "+billing invoice")
+		if len(got) < 2 || got[0] != "orders/get_order" || slices.ContainsFunc(got[1:], func(n string) bool { return !holds[n] }) {
+			t.Errorf("operators in intents: %v", got)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,14 +19,47 @@ import (
 // the embedded store, apply the example catalogue, discover, describe,
 // authorize, stop with SIGTERM and start again on the same data directory.
 
+// buildBinary builds the binary with flags once per test run (a build
+// takes about 20 s on a loaded machine; the package's tests need the same
+// binary over and over); removeBinaries (TestMain) deletes them.
 func buildBinary(t testing.TB, flags ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cardex")
-	out, err := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	v, _ := binaries.LoadOrStore(strings.Join(flags, "\x00"), &builtBinary{})
+	b := v.(*builtBinary)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cardex-test-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, "cardex")
+		b.out, b.err = exec.Command("go", append(append([]string{"build"}, flags...), "-o", b.path, ".")...).CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("go build: %v\n%s", b.err, b.out)
 	}
-	return bin
+	return b.path
+}
+
+// builtBinary is one build of buildBinary.
+type builtBinary struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
+}
+
+// binaries are the builds of this test run, by their flags.
+var binaries sync.Map
+
+// removeBinaries deletes the builds of this test run.
+func removeBinaries() {
+	binaries.Range(func(_, v any) bool {
+		if b := v.(*builtBinary); b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
+		return true
+	})
 }
 
 var (

@@ -143,7 +143,7 @@ func TestMetricsAndJSONLogs(t *testing.T) {
 	if _, code := run(t, bin, addr, "cards", "apply", "-f", "../../examples/"); code != 0 {
 		t.Fatal("apply")
 	}
-	conn, err := dial(addr, "", nil)
+	conn, err := dial(addr, "", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinaries()
+	os.Exit(code)
 }
 
 // TestImportCommandQuoting: `import mcp --command` splits its command line

@@ -53,7 +53,7 @@ func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN", creds)
+	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN", creds, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -127,7 +127,13 @@ func toolsSearchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   `search ["QUERY"] [--intent TEXT]... [--limit N]`,
 		Short: "Names, servers and summaries of the tools you may use (query at most 200 characters; limit default 20, at most 50)",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Names, servers and summaries of the tools you may use, best match first (search_tools).
+
+The query and every --intent may use two operators: select:SERVER/NAME[,SERVER/NAME...] lists
+exactly those tools, in that order (a tool you may not use is absent, like one that does not
+exist), and +word keeps only the tools with the word in their server, name or description,
+ranked by all the words ("+github open an issue").`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err

@@ -1,7 +1,8 @@
 // Package ops groups tooling for operators and evaluation jobs that the CLI
 // and the console drive: the catalogue linter (lint), evaluation against a
 // running server (evalremote), the load generator behind `cardex bench`
-// (loadgen) and the binary's version (buildinfo).
+// (loadgen), the client's wait for a server's rate limits (ratewait) and the
+// binary's version (buildinfo).
 //
 // May import: execution, postgres, access, telemetry, codec, core.
 //

@@ -30,6 +30,10 @@ const (
 	TypeAuthentication = "authentication"
 	// TypeRateLimit: a call refused by a rate or concurrency limit.
 	TypeRateLimit = "rate_limit"
+	// TypeEvaluation: a discovery marked as an evaluation's (answered,
+	// but kept out of the discovery and feedback logs): who asked, for
+	// which tenant, how many tools it was answered.
+	TypeEvaluation = "evaluation"
 )
 
 // Entry is one line of the trail.

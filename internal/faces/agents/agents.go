@@ -23,6 +23,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/faces/mcpfront"
+	"github.com/seed0cff8200/cardex/internal/faces/tlsguard"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -123,9 +124,9 @@ func Open(cfg Config) (*Surfaces, error) {
 			s.Close()
 			return nil, fmt.Errorf("--http-listen: %w (choose another address, or --http-listen '' for no HTTP listener)", err)
 		}
-		if cfg.TLS != nil {
-			lis = tls.NewListener(lis, cfg.TLS)
-		}
+		// TLS when configured; a client of the other protocol is told
+		// which to use.
+		lis = tlsguard.Listener(lis, cfg.TLS, log)
 		s.lis = lis
 		mux := http.NewServeMux()
 		if cfg.Health != nil {

@@ -74,9 +74,12 @@ func Tools() []*mcp.Tool {
 			Title: "Search tools",
 			Description: "Find the tools you may use for a task. Returns names, servers and one-line summaries, best match first. " +
 				"When the task has several steps, pass them as intents (one short sentence each): every step gets its tools. " +
-				"Then call describe_tool for the full definition of the one you want, and call_tool to run it.",
+				"Then call describe_tool for the full definition of the one you want, and call_tool to run it. " +
+				"Two operators work in the query and in each intent: \"select:SERVER/NAME,SERVER/NAME\" returns exactly those tools, in that order " +
+				"(a tool you may not use is absent, as if it did not exist); \"+word\" keeps only the tools with that word in their server, name or description " +
+				"and ranks them by all the words (\"+slack send message\").",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters). Empty lists every tool you may use."},` +
+				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters); or select:SERVER/NAME,SERVER/NAME for exactly those tools; +word requires a word (e.g. +github open an issue). Empty lists every tool you may use."},` +
 				`"intents":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":200},"description":"The steps of a multi-step task, one short sentence each (at most 8), e.g. [\"create a word document\", \"convert it to PDF\"]. Each step is searched on its own and the results are merged, each step's best tool first; each result lists the steps it answers (0-based)."},` +
 				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},` +
 				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query (without intents), for the next page."},` +

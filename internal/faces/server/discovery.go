@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -124,6 +126,12 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		}
 	}
 	out.ProviderJson = string(toolformat.Answer(format, shaped, defs, req.GetCallId()))
+	if req.GetEvaluation() {
+		// An evaluation's discovery (the guard checked who may ask for
+		// that): kept out of the logs and metrics, recorded in the trail.
+		s.evaluated(ctx, caller, res)
+		return out, nil
+	}
 	if s.fb != nil {
 		s.fb.Remember(feedback.Discovery{ID: out.DiscoveryId, Tenant: caller.Tenant, Subject: caller.Subject,
 			SessionID: caller.SessionID, Query: r.Query, Returned: remembered, Intents: intentsOf, LowConfidence: res.LowConfidence, Time: start})
@@ -152,6 +160,23 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	}
 	s.metrics.Discovery(caller.Tenant, &res, time.Since(start))
 	return out, nil
+}
+
+// evaluated records an evaluation's discovery in the audit trail: who, for
+// which tenant, how many tools; never the query.
+func (s *discovery) evaluated(ctx context.Context, caller retriever.Caller, res retriever.Result) {
+	if s.trail == nil {
+		return
+	}
+	p, _ := auth.FromContext(ctx)
+	entry := audittrail.Entry{Type: audittrail.TypeEvaluation, Method: "DiscoverTools", Principal: p.Name, Tenant: caller.Tenant,
+		Outcome: "answered", Detail: fmt.Sprintf("%d tools of %d candidates", len(res.Tools), res.CandidateCount)}
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		entry.Peer = pr.Addr.String()
+	}
+	if err := s.trail.Append(caller.Subject, entry); err != nil {
+		s.log.Warn("audit trail append failed", "err", err)
+	}
 }
 
 func refs(ks []cards.Key) []*pb.ToolRef {

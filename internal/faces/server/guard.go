@@ -3,18 +3,17 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/access/auth"
@@ -96,11 +95,34 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		}
 		limitKey, tenant = ratelimit.CallerKey(c.Tenant, c.Subject), c.Tenant
 		routed = []string{c.Tenant}
+		if d, ok := req.(*pb.DiscoverToolsRequest); ok && d.GetEvaluation() && !g.mayEvaluate(ctx) {
+			return nil, g.refuse(ctx, method, p.Name, c.Tenant, "", fmt.Errorf(
+				"%w: evaluation (a discovery kept out of the discovery and feedback logs) needs a credential that may also write the catalogue (role admin); %s may not",
+				auth.ErrWrongRole, p.Name))
+		}
 	}
 	if err := checkTenantHeader(ctx, routed); err != nil {
 		return nil, toStatus(g.log, method, err)
 	}
 	return g.limited(ctx, method, p.Name, limitKey, tenant, req, next)
+}
+
+// mayEvaluate says whether a call may mark its discovery as an
+// evaluation's, keeping it out of the discovery and feedback logs: its
+// credential must be accepted by both services, discovery and catalogue (a
+// token of role admin; a catalog token where discovery takes no
+// credential; anyone where neither does, as on a loopback server for
+// development). A discover token or a JWT never may: an orchestrator cannot
+// hide its traffic from the logs. The marked call is still recorded in the
+// audit trail.
+func (g *guard) mayEvaluate(ctx context.Context) bool {
+	b := bearer(ctx)
+	for _, need := range []auth.Role{auth.RoleDiscover, auth.RoleCatalog} {
+		if _, err := g.auth.Authenticate(ctx, b, need); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // execution authenticates an ExecutionService call by its agent token (the
@@ -163,11 +185,7 @@ func (g *guard) limited(ctx context.Context, method, principal, key, tenant stri
 func (g *guard) exhausted(ctx context.Context, method, principal, tenant string, d *ratelimit.Denial) error {
 	g.record(ctx, audittrail.Entry{Type: audittrail.TypeRateLimit, Method: method, Principal: principal, Tenant: tenant,
 		Outcome: "refused", Detail: d.Scope + " " + d.Class.String()})
-	st := status.New(codes.ResourceExhausted, d.Error())
-	if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
-		st = withInfo
-	}
-	return st.Err()
+	return d.Status().Err()
 }
 
 // needs says what credential a role takes.

@@ -1,6 +1,9 @@
 // Package evalremote runs an evaluation against a running cardex server
 // over gRPC: the cards are registered with CatalogService.PutCards and the
-// queries asked with DiscoveryService.DiscoverTools.
+// queries asked with DiscoveryService.DiscoverTools, marked as an
+// evaluation's (the server keeps them out of its discovery and feedback
+// logs; it takes that mark from an admin credential only). Calls refused by
+// the server's rate limits are made again after the delay it asks for.
 package evalremote
 
 import (
@@ -9,11 +12,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/ops/ratewait"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -29,23 +34,45 @@ type Remote struct {
 	cat     pb.CatalogServiceClient
 	// Removed counts the stale cards Register deleted from the tenant.
 	Removed int
+	// Waits counts the rate-limit refusals waited out.
+	Waits ratewait.Waits
 }
 
 var _ eval.Backend = (*Remote)(nil)
 
-// Dial connects to addr. token, if set, is sent as the catalog token;
-// timeout bounds each call.
-func Dial(addr, token string, timeout time.Duration) (*Remote, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+// Options are Dial's.
+type Options struct {
+	// Token is sent with every call: a credential of role admin (it
+	// registers cards and discovers, marked as an evaluation), when the
+	// server asks for one.
+	Token string
+	// Timeout bounds each call, waits for rate limits included (default
+	// 30 s).
+	Timeout time.Duration
+	// Creds are the transport credentials (nil: plaintext).
+	Creds credentials.TransportCredentials
+	// Interceptors run around every call, outermost first, outside the
+	// wait for rate limits.
+	Interceptors []grpc.UnaryClientInterceptor
+}
+
+// Dial connects to addr.
+func Dial(addr string, o Options) (*Remote, error) {
+	if o.Creds == nil {
+		o.Creds = insecure.NewCredentials()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	r := &Remote{addr: addr, token: o.Token, timeout: o.Timeout}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(o.Creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithChainUnaryInterceptor(append(o.Interceptors, ratewait.Interceptor(&r.Waits))...))
 	if err != nil {
 		return nil, err
 	}
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	return &Remote{addr: addr, token: token, timeout: timeout, conn: conn,
-		disc: pb.NewDiscoveryServiceClient(conn), cat: pb.NewCatalogServiceClient(conn)}, nil
+	r.conn, r.disc, r.cat = conn, pb.NewDiscoveryServiceClient(conn), pb.NewCatalogServiceClient(conn)
+	return r, nil
 }
 
 // Describe implements eval.Backend.
@@ -124,6 +151,8 @@ func (r *Remote) Discover(ctx context.Context, s eval.Search) ([]eval.Found, err
 		Intents: s.Intents,
 		TopK:    int32(s.TopK),
 		Fusion:  s.Fusion,
+		// Kept out of the server's discovery and feedback logs.
+		Evaluation: true,
 	}
 	if s.AlphaSet {
 		alpha := s.Alpha

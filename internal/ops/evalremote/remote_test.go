@@ -50,7 +50,7 @@ func TestRemoteMatchesInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad, err := Dial(lis.Addr().String(), "wrong", 5*time.Second); err != nil {
+	if bad, err := Dial(lis.Addr().String(), Options{Token: "wrong", Timeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	} else {
 		if _, _, err := eval.Run(ctx, d, bad, eval.Options{}); err == nil {
@@ -59,7 +59,7 @@ func TestRemoteMatchesInProcess(t *testing.T) {
 		bad.Close()
 	}
 
-	r, err := Dial(lis.Addr().String(), "s3cret", 5*time.Second)
+	r, err := Dial(lis.Addr().String(), Options{Token: "s3cret", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

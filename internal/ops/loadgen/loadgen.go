@@ -6,6 +6,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -60,22 +61,40 @@ func (cfg Config) Check() error {
 }
 
 // Call is one request of worker; i counts the worker's calls from 0. Its
-// error's gRPC code (status.Code) is recorded.
+// error's gRPC code (status.Code) is recorded, unless it is a *Throttled.
 type Call func(ctx context.Context, worker, i int) error
+
+// Throttled is what a Call returns when the server refused it for a rate
+// limit and the run is to wait it out: the attempt is counted apart
+// (Result.Throttled), not as a request, its latency is not recorded, and the
+// worker waits Wait before its next call (in count mode the attempt does not
+// use up one of Count's calls).
+type Throttled struct {
+	Wait time.Duration
+	Err  error // the refusal
+}
+
+func (t *Throttled) Error() string { return "throttled: " + t.Err.Error() }
+
+func (t *Throttled) Unwrap() error { return t.Err }
 
 // Snapshot is the progress of a run.
 type Snapshot struct {
-	Elapsed  time.Duration
-	Requests int64
-	Errors   int64
+	Elapsed   time.Duration
+	Requests  int64
+	Errors    int64
+	Throttled int64
 }
 
 // Result is what a run measured.
 type Result struct {
 	Requests int64
 	// Errors counts the failed calls by gRPC code name ("Unavailable").
-	Errors  map[string]int64
-	Elapsed time.Duration
+	Errors map[string]int64
+	// Throttled counts the attempts refused for a rate limit and waited
+	// out (see Throttled); they are not in Requests.
+	Throttled int64
+	Elapsed   time.Duration
 	// QPS is Requests / Elapsed.
 	QPS                float64
 	P50, P90, P99, Max time.Duration
@@ -97,11 +116,12 @@ func Run(ctx context.Context, cfg Config, call Call) (Result, error) {
 		return Result{}, err
 	}
 	var (
-		h        Histogram
-		tickets  atomic.Int64 // calls started, in count mode
-		requests atomic.Int64
-		failed   atomic.Int64
-		byCode   [17]atomic.Int64 // codes.OK .. codes.Unauthenticated
+		h         Histogram
+		tickets   atomic.Int64 // calls started, in count mode
+		requests  atomic.Int64
+		failed    atomic.Int64
+		throttled atomic.Int64
+		byCode    [17]atomic.Int64 // codes.OK .. codes.Unauthenticated
 	)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -122,7 +142,7 @@ func Run(ctx context.Context, cfg Config, call Call) (Result, error) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				if cfg.Count > 0 && tickets.Add(1) > int64(cfg.Count) {
+				if cfg.Count > 0 && !take(&tickets, int64(cfg.Count)) {
 					return
 				}
 				if pace != nil {
@@ -139,6 +159,21 @@ func Run(ctx context.Context, cfg Config, call Call) (Result, error) {
 				// at the end of the duration finishes and is counted.
 				t0 := time.Now()
 				err := call(ctx, w, i)
+				var th *Throttled
+				if errors.As(err, &th) {
+					throttled.Add(1)
+					if cfg.Count > 0 {
+						tickets.Add(-1)
+					}
+					t := time.NewTimer(th.Wait)
+					select {
+					case <-runCtx.Done():
+						t.Stop()
+						return
+					case <-t.C:
+					}
+					continue
+				}
 				h.Record(time.Since(t0))
 				requests.Add(1)
 				if err != nil {
@@ -166,7 +201,7 @@ func Run(ctx context.Context, cfg Config, call Call) (Result, error) {
 				case <-done:
 					return
 				case <-t.C:
-					cfg.Progress(Snapshot{Elapsed: time.Since(start), Requests: requests.Load(), Errors: failed.Load()})
+					cfg.Progress(Snapshot{Elapsed: time.Since(start), Requests: requests.Load(), Errors: failed.Load(), Throttled: throttled.Load()})
 				}
 			}
 		}()
@@ -175,7 +210,7 @@ func Run(ctx context.Context, cfg Config, call Call) (Result, error) {
 	close(done)
 	elapsed := time.Since(start)
 
-	res := Result{Requests: requests.Load(), Errors: map[string]int64{}, Elapsed: elapsed,
+	res := Result{Requests: requests.Load(), Errors: map[string]int64{}, Elapsed: elapsed, Throttled: throttled.Load(),
 		P50: h.Quantile(0.50), P90: h.Quantile(0.90), P99: h.Quantile(0.99), Max: h.Max()}
 	if elapsed > 0 {
 		res.QPS = float64(res.Requests) / elapsed.Seconds()
@@ -186,6 +221,21 @@ func Run(ctx context.Context, cfg Config, call Call) (Result, error) {
 		}
 	}
 	return res, ctx.Err()
+}
+
+// take takes one of n tickets, or says there is none left. It never counts
+// past n, so a ticket given back (a throttled attempt's) is there for the
+// workers still running.
+func take(tickets *atomic.Int64, n int64) bool {
+	for {
+		t := tickets.Load()
+		if t >= n {
+			return false
+		}
+		if tickets.CompareAndSwap(t, t+1) {
+			return true
+		}
+	}
 }
 
 // newPacer sends a tick at once and then rate times a second until ctx

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,5 +149,32 @@ func TestCheck(t *testing.T) {
 	}
 	if err := (Config{Concurrency: 1, Count: 1}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRunThrottled: attempts a Call reports as throttled are counted
+// apart, cost no call of Count, leave their wait out of the latencies, and
+// make the worker wait.
+func TestRunThrottled(t *testing.T) {
+	var attempts atomic.Int64
+	const wait = 30 * time.Millisecond
+	start := time.Now()
+	res, err := Run(t.Context(), Config{Concurrency: 2, Count: 40}, func(_ context.Context, w, i int) error {
+		if attempts.Add(1)%4 == 0 {
+			return &Throttled{Wait: wait, Err: status.Error(codes.ResourceExhausted, "slow down")}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 40 || res.ErrorCount() != 0 || res.Throttled != attempts.Load()-40 || res.Throttled < 10 {
+		t.Fatalf("requests %d, errors %v, throttled %d of %d attempts", res.Requests, res.Errors, res.Throttled, attempts.Load())
+	}
+	if res.Max >= wait {
+		t.Errorf("max latency %s includes the waits (%s)", res.Max, wait)
+	}
+	if took := time.Since(start); took < time.Duration(res.Throttled/2)*wait {
+		t.Errorf("%d throttled attempts on 2 workers took %s: the workers did not wait", res.Throttled, took)
 	}
 }

@@ -83,7 +83,12 @@ type DiscoverToolsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Caller *Caller                `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
 	// The request as one text, at most 1,000 characters. Optional when
-	// intents are given; with both, the query is one more ranked list.
+	// intents are given; with both, the query is one more ranked list. The
+	// query and every intent may use two operators: "select:SERVER/NAME[,...]"
+	// answers exactly those tools among the caller's, in that order (not
+	// counted in top_k; a tool the caller may not use is absent, like one that
+	// does not exist), and "+word" keeps only the tools that hold the word in
+	// their server, name, summary, description, aliases or tags.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// Default 5, at most 50.
 	TopK int32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
@@ -117,7 +122,16 @@ type DiscoverToolsRequest struct {
 	// discovery answers (Anthropic: the tool_use block's id; OpenAI: the
 	// tool_search_call's call_id), at most 256 characters of
 	// [A-Za-z0-9_.:-]. Required there, refused with the other formats.
-	CallId        string `protobuf:"bytes,21,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,21,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// An evaluation's query (cardex eval --addr): answered like any other,
+	// under the same authentication, authorization and limits, but kept out of
+	// the discovery log, the feedback log and the discovery metrics, so that a
+	// measurement does not read as traffic (or as misses). Only a credential
+	// that both services accept may set it (role admin; a catalog token where
+	// discovery takes no credential; anyone where the server takes none); each
+	// such call is recorded in the audit trail (principal, tenant, hashed
+	// subject; no query).
+	Evaluation    bool `protobuf:"varint,50,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +234,13 @@ func (x *DiscoverToolsRequest) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *DiscoverToolsRequest) GetEvaluation() bool {
+	if x != nil {
+		return x.Evaluation
+	}
+	return false
 }
 
 type Scores struct {
@@ -1281,7 +1302,7 @@ var File_cardex_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\xe8\x02\n" +
+	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\x88\x03\n" +
 	"\x14DiscoverToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x13\n" +
@@ -1293,7 +1314,10 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\aintents\x18\a \x03(\tR\aintents\x12*\n" +
 	"\x0emin_confidence\x18\b \x01(\x01H\x01R\rminConfidence\x88\x01\x01\x12\x16\n" +
 	"\x06format\x18\x14 \x01(\tR\x06format\x12\x17\n" +
-	"\acall_id\x18\x15 \x01(\tR\x06callIdB\b\n" +
+	"\acall_id\x18\x15 \x01(\tR\x06callId\x12\x1e\n" +
+	"\n" +
+	"evaluation\x182 \x01(\bR\n" +
+	"evaluationB\b\n" +
 	"\x06_alphaB\x11\n" +
 	"\x0f_min_confidence\"\x9c\x01\n" +
 	"\x06Scores\x12\x18\n" +
