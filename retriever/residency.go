@@ -83,12 +83,12 @@ func (r *Retriever) Residency() (s ResidencyStats, ok bool) {
 // residents is the bookkeeping of Residency.
 type residents struct {
 	Residency
-	mu      sync.Mutex
-	held    map[string]*heldTenant
-	loading map[string]chan struct{} // closed when that tenant's load ends
-	lru     *list.List               // on-demand tenants, most recently used first
-	onDemand int64                   // bytes of the on-demand tenants
-	stats   ResidencyStats
+	mu       sync.Mutex
+	held     map[string]*heldTenant
+	loading  map[string]chan struct{} // closed when that tenant's load ends
+	lru      *list.List               // on-demand tenants, most recently used first
+	onDemand int64                    // bytes of the on-demand tenants
+	stats    ResidencyStats
 }
 
 // heldTenant is one tenant the view holds.
@@ -223,7 +223,10 @@ func (r *Retriever) load(ctx context.Context, tenant string) error {
 	}
 	res.mu.Unlock()
 	fail := func(err error) error {
-		r.evict(ctx, h)
+		res.mu.Lock()
+		res.forget(h)
+		res.mu.Unlock()
+		r.dropTenant(ctx, tenant)
 		return fmt.Errorf("load tenant %q: %w", tenant, err)
 	}
 	var upserts []*entry
@@ -255,19 +258,24 @@ func (r *Retriever) load(ctx context.Context, tenant string) error {
 	h.elem = res.lru.PushFront(h)
 	res.stats.Loads++
 	res.stats.LoadTime += time.Since(start)
-	var victims []*heldTenant
+	// The victims leave the books in the same critical section that chose
+	// them, so no request can start answering from one (reside sees it
+	// gone and waits for syncMu to load it again).
+	var victims []string
 	over := res.onDemand - res.Budget
-	for el := res.lru.Back(); res.Budget > 0 && over > 0 && el != nil; el = el.Prev() {
+	for el := res.lru.Back(); res.Budget > 0 && over > 0 && el != nil; {
 		v := el.Value.(*heldTenant)
+		el = el.Prev()
 		if v == h || v.users > 0 {
 			continue
 		}
-		victims = append(victims, v)
 		over -= v.bytes
+		res.forget(v)
+		victims = append(victims, v.tenant)
 	}
 	res.mu.Unlock()
 	for _, v := range victims {
-		r.evict(ctx, v)
+		r.dropTenant(ctx, v)
 	}
 	if res.OnLoad != nil {
 		res.OnLoad(tenant, len(upserts), time.Since(start))
@@ -276,37 +284,38 @@ func (r *Retriever) load(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// evict drops an on-demand tenant from the view. Call under syncMu.
-func (r *Retriever) evict(ctx context.Context, h *heldTenant) {
-	res := r.res
-	res.mu.Lock()
+// forget takes a tenant off the books. Call with res.mu held.
+func (res *residents) forget(h *heldTenant) {
 	delete(res.held, h.tenant)
 	if h.elem != nil {
 		res.lru.Remove(h.elem)
 		res.stats.Evictions++
 	}
 	res.onDemand -= h.bytes
-	res.mu.Unlock()
+}
 
+// dropTenant takes a tenant that is off the books out of the view. Call
+// under syncMu.
+func (r *Retriever) dropTenant(ctx context.Context, tenant string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var ids []string
-	for id := range r.byTenant[h.tenant] {
+	for id := range r.byTenant[tenant] {
 		ids = append(ids, id)
 	}
 	if err := r.lex.Delete(ids); err != nil {
-		r.log.Warn("evict tenant: lexical index", "tenant", h.tenant, "err", err)
+		r.log.Warn("evict tenant: lexical index", "tenant", tenant, "err", err)
 	}
 	for _, id := range ids {
 		r.vec.Delete(ctx, id)
 		r.drop(id)
 	}
 	servers := map[cards.Key]*cards.ServerInfo{}
-	for name := range r.servers[h.tenant] {
-		servers[cards.ServerKey(h.tenant, name)] = nil
+	for name := range r.servers[tenant] {
+		servers[cards.ServerKey(tenant, name)] = nil
 	}
 	if err := r.setServers(servers); err != nil {
-		r.log.Warn("evict tenant: server index", "tenant", h.tenant, "err", err)
+		r.log.Warn("evict tenant: server index", "tenant", tenant, "err", err)
 	}
 	r.dropCandidates()
 	close(r.changed)
