@@ -193,7 +193,8 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 //     of the fused list into 5;
 //   - op=bleve-top5: a bare bleve BM25 query on the same documents with the
 //     same mapping, fields and boosts, top 5 (BareBleve);
-//   - op=vectors-top5: a bare exact scan of the same vectors, top 5.
+//   - op=vectors-top5: a bare exact scan of the same vectors, top 5
+//     (MemoryVectors.SearchExact: every vector scored in float32).
 //
 // The ratios of docs/BENCHMARKS.md are op=discover ÷ op=bleve-top5 and
 // op=discover ÷ op=vectors-top5 (scripts/bench-table computes them).
@@ -299,7 +300,7 @@ func benchOps(ctx context.Context, b *testing.B, fx *benchFixture, bc *benchCall
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, err := fx.vec.Search(fx.qvecs[i%nq], bc.filter, 5); err != nil {
+			if _, err := fx.vec.SearchExact(fx.qvecs[i%nq], bc.filter, 5); err != nil {
 				b.Fatal(err)
 			}
 			i++
