@@ -193,22 +193,24 @@ func (m *MemoryVectors) prepare(f Filter) *VecSet {
 // It scans the quantised codes and scores exactly only the vectors that can
 // still reach the top k (quant.go): the answer is SearchExact's.
 func (m *MemoryVectors) Search(query []float32, f Filter, k int) ([]Hit, error) {
-	return m.search(query, nil, f, k, false)
+	return m.search(nil, query, nil, f, k, false)
 }
 
 // SearchExact is Search by the exact score of every candidate: the
 // reference the quantised scan answers like, and the benchmarks' bare scan.
 func (m *MemoryVectors) SearchExact(query []float32, f Filter, k int) ([]Hit, error) {
-	return m.search(query, nil, f, k, true)
+	return m.search(nil, query, nil, f, k, true)
 }
 
 // SearchSet is Search inside a prepared candidate set (from Prepare with
 // f, or nil to prepare it here).
 func (m *MemoryVectors) SearchSet(query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
-	return m.search(query, set, f, k, false)
+	return m.search(nil, query, set, f, k, false)
 }
 
-func (m *MemoryVectors) search(query []float32, set *VecSet, f Filter, k int, exact bool) ([]Hit, error) {
+// search is Search, SearchExact or SearchSet, appending the hits to
+// dst[:0].
+func (m *MemoryVectors) search(dst []Hit, query []float32, set *VecSet, f Filter, k int, exact bool) ([]Hit, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("vector search: k must be positive, got %d", k)
 	}
@@ -228,9 +230,9 @@ func (m *MemoryVectors) search(query []float32, set *VecSet, f Filter, k int, ex
 		return []Hit{}, nil
 	}
 	if exact {
-		return m.scanExact(query, set, k), nil
+		return m.scanExact(dst, query, set, k), nil
 	}
-	return m.scanQuantised(query, set, k), nil
+	return m.scanQuantised(dst, query, set, k), nil
 }
 
 // rowCount is the number of rows a set searches.
@@ -272,7 +274,7 @@ func sparseDims(query []float32) []int32 {
 }
 
 // scanExact scores every row of the set with the exact score.
-func (m *MemoryVectors) scanExact(query []float32, set *VecSet, k int) []Hit {
+func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int) []Hit {
 	t := set.tenant
 	nz := sparseDims(query)
 	top := rowTop{k: k, ids: t.ids, heap: make([]scoredRow, 0, min(k, set.rowCount()))}
@@ -285,7 +287,7 @@ func (m *MemoryVectors) scanExact(query []float32, set *VecSet, k int) []Hit {
 			top.offer(i, m.scoreRow(t, query, nz, int(i)))
 		}
 	}
-	return top.hits()
+	return top.hits(dst)
 }
 
 // quantScratch is one search's reusable memory.
@@ -293,6 +295,7 @@ type quantScratch struct {
 	qq   queryQuant
 	lows lowHeap
 	keep []keptRow
+	top  []scoredRow
 }
 
 type keptRow struct {
@@ -302,7 +305,7 @@ type keptRow struct {
 
 // scanQuantised is scanExact's answer from the quantised pre-scan and an
 // exact re-rank of the rows it keeps (quant.go proves they are the same).
-func (m *MemoryVectors) scanQuantised(query []float32, set *VecSet, k int) []Hit {
+func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k int) []Hit {
 	t := set.tenant
 	n := set.rowCount()
 	sc, _ := m.scratch.Get().(*quantScratch)
@@ -311,7 +314,7 @@ func (m *MemoryVectors) scanQuantised(query []float32, set *VecSet, k int) []Hit
 	}
 	defer m.scratch.Put(sc)
 	if n <= k || t.wild > 0 || !sc.qq.quantize(query) {
-		return m.scanExact(query, set, k)
+		return m.scanExact(dst, query, set, k)
 	}
 	pad := quantPad(m.dim)
 	qq := &sc.qq
@@ -342,7 +345,7 @@ func (m *MemoryVectors) scanQuantised(query []float32, set *VecSet, k int) []Hit
 	keep = slices.DeleteFunc(keep, func(kr keptRow) bool { return kr.hi < tau })
 	slices.SortFunc(keep, func(a, b keptRow) int { return cmp.Compare(b.hi, a.hi) })
 	nz := sparseDims(query)
-	top := rowTop{k: k, ids: t.ids, heap: make([]scoredRow, 0, k)}
+	top := rowTop{k: k, ids: t.ids, heap: sc.top[:0]}
 	scored := 0
 	for _, kr := range keep {
 		if len(top.heap) == k && kr.hi < top.heap[0].score {
@@ -352,8 +355,8 @@ func (m *MemoryVectors) scanQuantised(query []float32, set *VecSet, k int) []Hit
 		scored++
 	}
 	m.kept.Add(uint64(scored))
-	sc.lows, sc.keep = lows, keep
-	return top.hits()
+	sc.lows, sc.keep, sc.top = lows, keep, top.heap
+	return top.hits(dst)
 }
 
 // rowTop keeps the best k rows seen so far, as topK does for hits, but with
@@ -411,8 +414,8 @@ func (t *rowTop) offer(row int32, score float64) {
 	}
 }
 
-// hits are the kept rows as hits, best first.
-func (t *rowTop) hits() []Hit {
+// hits appends the kept rows as hits, best first, to dst[:0].
+func (t *rowTop) hits(dst []Hit) []Hit {
 	slices.SortFunc(t.heap, func(a, b scoredRow) int {
 		switch {
 		case t.better(a, b):
@@ -422,9 +425,9 @@ func (t *rowTop) hits() []Hit {
 		}
 		return 0
 	})
-	out := make([]Hit, len(t.heap))
-	for i, s := range t.heap {
-		out[i] = Hit{ID: t.ids[s.row], Score: s.score}
+	out := slices.Grow(dst[:0], len(t.heap))
+	for _, s := range t.heap {
+		out = append(out, Hit{ID: t.ids[s.row], Score: s.score})
 	}
 	return out
 }
@@ -441,6 +444,12 @@ func (m *MemoryVectors) check(vec []float32) error {
 		}
 	}
 	return nil
+}
+
+// searchSetInto is SearchSet appending the hits to dst[:0] (the pipeline's
+// reused buffer).
+func (m *MemoryVectors) searchSetInto(dst []Hit, query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
+	return m.search(dst, query, set, f, k, false)
 }
 
 // KeptRows counts the rows the quantised scans scored exactly since the
