@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -88,6 +89,7 @@ type Retriever struct {
 	// snap holds a loaded snapshot's fingerprints during New's first Sync.
 	snapPath string
 	snap     map[string]snapCheck
+	closed   atomic.Bool
 
 	candMu sync.Mutex // guards cands (readers of the view add to it)
 	cands  map[string]*candSet
@@ -166,9 +168,20 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 	return r, nil
 }
 
-// Close writes the snapshot (WithSnapshot) and releases the indexes.
+// Close writes the snapshot (WithSnapshot) and releases the indexes (and
+// the snapshot's mapping: nothing may search the retriever afterwards).
 func (r *Retriever) Close() error {
-	return errors.Join(r.WriteSnapshot(), r.lex.Close(), r.srv.close())
+	if r.closed.Swap(true) {
+		return nil // the snapshot is of the view before the first Close
+	}
+	err := r.WriteSnapshot()
+	var unmap error
+	if mi, ok := r.vec.(memoryIndex); ok {
+		r.mu.Lock() // no answer is reading the vectors
+		unmap = mi.m.release()
+		r.mu.Unlock()
+	}
+	return errors.Join(err, unmap, r.lex.Close(), r.srv.close())
 }
 
 // Len is the number of active cards held, across tenants.

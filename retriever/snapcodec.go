@@ -19,6 +19,7 @@ import (
 type snapWriter struct {
 	w   *bufio.Writer
 	crc hash.Hash32
+	pos int64 // bytes written
 	err error
 	buf [binary.MaxVarintLen64]byte
 }
@@ -34,7 +35,15 @@ func (s *snapWriter) bytes(b []byte) {
 		return
 	}
 	s.crc.Write(b)
+	s.pos += int64(len(b))
 	_, s.err = s.w.Write(b)
+}
+
+// align4 pads with zeros to a multiple of 4 bytes, so that the float32s
+// written next can be used in place from a mapping of the file.
+func (s *snapWriter) align4() {
+	var zero [4]byte
+	s.bytes(zero[:(4-s.pos%4)%4])
 }
 
 func (s *snapWriter) uint(v uint64) { s.bytes(binary.AppendUvarint(s.buf[:0], v)) }
@@ -93,9 +102,35 @@ type snapReader struct {
 	f    *os.File
 	r    *bufio.Reader
 	crc  hash.Hash32
+	body int64 // the body's length
 	left int64 // bytes of the body not yet read
 	err  error
 	buf  [8]byte
+}
+
+// align4 skips the writer's padding to a multiple of 4 bytes.
+func (r *snapReader) align4() {
+	pos := r.body - r.left
+	r.skip((4 - pos%4) % 4)
+}
+
+// skip reads past n bytes (into the checksum), returning their offset in
+// the file.
+func (r *snapReader) skip(n int64) int64 {
+	at := r.body - r.left
+	if r.err != nil {
+		return at
+	}
+	if n > r.left {
+		r.fail()
+		return at
+	}
+	if _, err := r.r.Discard(int(n)); err != nil {
+		r.fail()
+		return at
+	}
+	r.left -= n
+	return at
 }
 
 // crcReader feeds what it reads to a checksum.
@@ -120,7 +155,7 @@ func newSnapReader(f *os.File) (*snapReader, error) {
 	}
 	body := fi.Size() - 4
 	crc := crc32.New(snapTable)
-	return &snapReader{f: f, r: bufio.NewReaderSize(crcReader{io.LimitReader(f, body), crc}, 1<<20), crc: crc, left: body}, nil
+	return &snapReader{f: f, r: bufio.NewReaderSize(crcReader{io.LimitReader(f, body), crc}, 1<<20), crc: crc, body: body, left: body}, nil
 }
 
 func (r *snapReader) fail() {
@@ -193,26 +228,6 @@ func (r *snapReader) str() string {
 func (r *snapReader) f32() float32 {
 	r.fill(r.buf[:4])
 	return math.Float32frombits(binary.LittleEndian.Uint32(r.buf[:4]))
-}
-
-// floats reads n float32s into a new slice.
-func (r *snapReader) floats(n int) []float32 {
-	if int64(n) > r.left/4 {
-		r.fail()
-		return nil
-	}
-	out := make([]float32, n)
-	if n == 0 {
-		return out
-	}
-	if nativeLittleEndian {
-		r.fill(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n))
-		return out
-	}
-	for i := range out {
-		out[i] = r.f32()
-	}
-	return out
 }
 
 func (r *snapReader) int8s(n int) []int8 {

@@ -1,8 +1,12 @@
 package retriever
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
+	"os"
 	"slices"
+	"unsafe"
 )
 
 // The indexes' parts of a snapshot (snapshot.go): what a restart would
@@ -174,7 +178,10 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 		for _, id := range t.ids {
 			w.str(id)
 		}
-		w.floats(t.vecs)
+		w.align4()
+		for _, c := range t.vecs.chunks {
+			w.floats(c)
+		}
 		w.int8s(t.codes)
 		for _, q := range t.quant {
 			w.f32(q.scale)
@@ -185,18 +192,29 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 	}
 }
 
-// readSnapshot fills an empty store from r.
-func (m *MemoryVectors) readSnapshot(r *snapReader) error {
+// floatRegion is where a tenant's float vectors lie in a snapshot file:
+// count float32s from byte offset at.
+type floatRegion struct {
+	t     *tenantVectors
+	at    int64
+	count int
+}
+
+// readSnapshot fills an empty store from r, all but the float vectors,
+// whose places in the file it returns: they are mapped, or read, once the
+// whole snapshot is checked (placeFloats).
+func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	if dim := r.uint(); r.err == nil && dim != uint64(m.dim) {
-		return fmt.Errorf("snapshot of %d-dimensional vectors, not %d", dim, m.dim)
+		return nil, fmt.Errorf("snapshot of %d-dimensional vectors, not %d", dim, m.dim)
 	}
+	var regions []floatRegion
 	pad := quantPad(m.dim)
 	tenants := map[string]*tenantVectors{}
 	owner := map[string]string{}
 	for range r.count(2) {
 		name := r.str()
 		n := r.count(1 + 4*m.dim + pad + 16)
-		t := &tenantVectors{ids: make([]string, n), index: make(map[string]int, n)}
+		t := &tenantVectors{ids: make([]string, n), index: make(map[string]int, n), vecs: floatRows{dim: m.dim}}
 		for i := range t.ids {
 			id := r.str()
 			if _, dup := owner[id]; dup {
@@ -204,7 +222,8 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) error {
 			}
 			t.ids[i], t.index[id], owner[id] = id, i, name
 		}
-		t.vecs = r.floats(n * m.dim)
+		r.align4()
+		regions = append(regions, floatRegion{t: t, at: r.skip(4 * int64(n) * int64(m.dim)), count: n * m.dim})
 		t.codes = r.int8s(n * pad)
 		t.quant = make([]rowQuant, n)
 		for i := range t.quant {
@@ -214,18 +233,64 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) error {
 			}
 		}
 		if r.err != nil {
-			return r.err
+			return nil, r.err
 		}
 		if n > 0 {
 			tenants[name] = t
 		}
 	}
 	if r.err != nil {
-		return r.err
+		return nil, r.err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.version++
 	m.tenants, m.owner = tenants, owner
+	return regions, nil
+}
+
+// placeFloats gives the tenants read by readSnapshot their float vectors
+// from the checked snapshot file f: a private mapping of it where the
+// system has one (mapFile), else copies read into the heap.
+func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(regions) == 0 {
+		return nil
+	}
+	if data, err := mapFile(f); err == nil {
+		m.mapped = data
+		for _, g := range regions {
+			flat := unsafe.Slice((*float32)(unsafe.Pointer(&data[g.at])), g.count)
+			g.t.vecs = fromFlat(m.dim, g.count/m.dim, flat)
+		}
+		return nil
+	}
+	for _, g := range regions {
+		b := make([]byte, 4*g.count)
+		if _, err := f.ReadAt(b, g.at); err != nil {
+			return err
+		}
+		flat := make([]float32, g.count)
+		for i := range flat {
+			flat[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		g.t.vecs = fromFlat(m.dim, g.count/m.dim, flat)
+	}
 	return nil
+}
+
+// release unmaps the snapshot the vectors were mapped from; the store is
+// empty afterwards. Call when nothing searches it any more (Retriever.Close).
+func (m *MemoryVectors) release() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mapped == nil {
+		return nil
+	}
+	m.tenants, m.owner = map[string]*tenantVectors{}, map[string]string{}
+	m.version++
+	data := m.mapped
+	m.mapped = nil
+	return unmapFile(data)
 }

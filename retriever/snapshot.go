@@ -187,12 +187,16 @@ func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) (map[st
 	if err := r.lex.readSnapshot(rd); err != nil {
 		return nil, err
 	}
-	if err := mv.readSnapshot(rd); err != nil {
+	regions, err := mv.readSnapshot(rd)
+	if err != nil {
 		return nil, err
 	}
 	// Only a whole snapshot with its checksum right is used (the indexes
 	// are started afresh otherwise: loadSnapshot).
-	return checks, rd.check()
+	if err := rd.check(); err != nil {
+		return nil, err
+	}
+	return checks, mv.placeFloats(f, regions)
 }
 
 // dropUnlisted removes from the indexes every doc a snapshot brought that

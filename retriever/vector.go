@@ -21,6 +21,7 @@ type MemoryVectors struct {
 	owner   map[string]string // id → tenant
 	version uint64            // counts mutations: a VecSet of another version is stale
 
+	mapped  []byte        // the snapshot file the floats of loaded tenants are mapped from (release)
 	scratch sync.Pool     // *quantScratch
 	kept    atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
 }
@@ -30,7 +31,7 @@ type MemoryVectors struct {
 // Deleting swaps the last row into the hole.
 type tenantVectors struct {
 	ids   []string
-	vecs  []float32
+	vecs  floatRows
 	codes []int8
 	quant []rowQuant
 	// wild counts the rows the quantised bound does not cover (norm over
@@ -42,7 +43,7 @@ type tenantVectors struct {
 // setRow quantises row i (whose floats are in place) into codes and quant.
 func (t *tenantVectors) setRow(i, dim int, wasWild bool) {
 	pad := quantPad(dim)
-	q, ok := quantizeRow(t.vecs[i*dim:(i+1)*dim], t.codes[i*pad:(i+1)*pad])
+	q, ok := quantizeRow(t.vecs.row(i), t.codes[i*pad:(i+1)*pad])
 	if wasWild {
 		t.wild--
 	}
@@ -84,18 +85,18 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	}
 	t := m.tenants[tenant]
 	if t == nil {
-		t = &tenantVectors{index: make(map[string]int)}
+		t = &tenantVectors{index: make(map[string]int), vecs: floatRows{dim: m.dim}}
 		m.tenants[tenant] = t
 	}
 	if i, ok := t.index[id]; ok {
-		copy(t.vecs[i*m.dim:(i+1)*m.dim], vec)
+		copy(t.vecs.row(i), vec)
 		t.setRow(i, m.dim, t.isWild(i))
 		return nil
 	}
 	i := len(t.ids)
 	t.index[id] = i
 	t.ids = append(t.ids, id)
-	t.vecs = append(t.vecs, vec...)
+	t.vecs.push(vec)
 	t.codes = append(t.codes, make([]int8, quantPad(m.dim))...)
 	t.quant = append(t.quant, rowQuant{})
 	t.setRow(i, m.dim, false)
@@ -128,14 +129,14 @@ func (m *MemoryVectors) deleteLocked(id string) {
 		moved := t.ids[last]
 		t.ids[i] = moved
 		t.index[moved] = i
-		copy(t.vecs[i*m.dim:(i+1)*m.dim], t.vecs[last*m.dim:])
+		copy(t.vecs.row(i), t.vecs.row(last))
 		copy(t.codes[i*pad:(i+1)*pad], t.codes[last*pad:])
 		t.quant[i] = t.quant[last]
 	}
 	delete(t.index, id)
 	t.ids[last] = ""
 	t.ids = t.ids[:last]
-	t.vecs = t.vecs[:last*m.dim]
+	t.vecs.pop()
 	t.codes = t.codes[:last*pad]
 	t.quant = t.quant[:last]
 	if last == 0 {
@@ -247,7 +248,7 @@ func (s *VecSet) rowCount() int {
 // query's non-zero dimensions nz (the same value to the bit) when they are
 // fewer than half.
 func (m *MemoryVectors) scoreRow(t *tenantVectors, query []float32, nz []int32, i int) float64 {
-	row := t.vecs[i*m.dim : (i+1)*m.dim : (i+1)*m.dim]
+	row := t.vecs.row(i)
 	if nz != nil {
 		return dotSparse(query, nz, row)
 	}
