@@ -377,12 +377,14 @@ func BenchmarkRestart(b *testing.B) {
 			}
 			req := retriever.Request{Caller: benchCallers()[0], Query: synthQueries(1, 11)[0], TopK: 5}
 			var heap, rss, peak float64
+			var took []time.Duration
 			i := 0
 			for b.Loop() {
 				b.StopTimer()
 				heap0, rss0 := liveHeap(), residentBytes()
 				resetPeakResident()
 				b.StartTimer()
+				t0 := time.Now()
 				st, err := embedded.Open(dir)
 				if err != nil {
 					b.Fatal(err)
@@ -395,6 +397,7 @@ func BenchmarkRestart(b *testing.B) {
 				if err != nil || (n > 0 && len(res.Tools) == 0) {
 					b.Fatalf("first discovery: %d tools, %v", len(res.Tools), err)
 				}
+				took = append(took, time.Since(t0))
 				b.StopTimer()
 				peak += float64(peakResident()) - float64(rss0)
 				heap += float64(liveHeap()) - float64(heap0)
@@ -408,6 +411,8 @@ func BenchmarkRestart(b *testing.B) {
 				i++
 				b.StartTimer()
 			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
 			if n == 0 {
 				return
 			}

@@ -58,11 +58,7 @@ func answers(t *testing.T, r *retriever.Retriever) string {
 // another embedder is not used, and the answers are still exact.
 func TestSnapshotRestart(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st := openStore(t, dir)
-	defer st.Close()
-	cs := synth.Catalogue(400, 5, acme)
-	put(t, st, cs...)
+	dir, st, cs := synthStore(t, 400, 5)
 	if _, err := st.AddLearned(ctx, cs[0].Key(), "phrase learned from use"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +168,7 @@ func TestSnapshotRestart(t *testing.T) {
 // store; its own Close writes the next snapshot over the mapped one.
 func TestSnapshotThenChanges(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st := openStore(t, dir)
-	defer st.Close()
-	cs := synth.Catalogue(600, 8, acme)
-	put(t, st, cs...)
+	dir, st, cs := synthStore(t, 600, 8)
 	emb := embed.MustBuiltin()
 	snap := retriever.WithSnapshot(filepath.Join(dir, "retriever.snap"))
 	r, err := retriever.New(ctx, st, emb, nil, snap)
@@ -206,6 +198,18 @@ func TestSnapshotThenChanges(t *testing.T) {
 		must(t, r.Close())
 		must(t, r.Close()) // a second Close writes nothing
 	}
+}
+
+// synthStore is an embedded store in a fresh directory holding n synthetic
+// cards of tenant acme (closed at the end of the test).
+func synthStore(t *testing.T, n int, seed int64) (string, cards.Store, []cards.Card) {
+	t.Helper()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	t.Cleanup(func() { _ = st.Close() })
+	cs := synth.Catalogue(n, seed, acme)
+	put(t, st, cs...)
+	return dir, st, cs
 }
 
 func must(t *testing.T, err error) {
