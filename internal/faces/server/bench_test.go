@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +29,8 @@ const benchCallers = 32
 // one connection each calling again when answered. rpc=discover is
 // DiscoverTools for an admin (top_k 5), rpc=health grpc.health.v1's Check on
 // the same server: its floor. It reports rpc/s, the p50 and p99 latency
-// (p50-ns, p99-ns) and the allocations per call (allocs/rpc; the client's
-// are in the same process and counted too).
+// (p50-ns, p99-ns), the allocations and the CPU time per call (allocs/rpc,
+// cpu-ns/rpc; the client's are in the same process and counted too).
 func BenchmarkGRPC(b *testing.B) {
 	for _, n := range []int{1000} {
 		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
@@ -62,6 +63,8 @@ func loadRPC(b *testing.B, call func(ctx context.Context, i int) error) {
 	var failed atomic.Value
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -85,6 +88,7 @@ func loadRPC(b *testing.B, call func(ctx context.Context, i int) error) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	runtime.ReadMemStats(&ms1)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
@@ -93,4 +97,6 @@ func loadRPC(b *testing.B, call func(ctx context.Context, i int) error) {
 	b.ReportMetric(float64(all[len(all)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(all[len(all)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "allocs/rpc")
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/rpc") // server and client
 }
