@@ -330,7 +330,7 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 	docs := make([]LexicalDoc, 0, len(upserts))
 	for i, e := range upserts {
 		d := lexicalDoc(e, params[i])
-		if c, ok := r.snap[e.id]; ok && c.lex == lexHash(&d) {
+		if c, ok := r.snap[e.id]; ok && c.lex == r.lex.lexHash(&d) {
 			continue // analysed in the loaded snapshot
 		}
 		docs = append(docs, d)

@@ -2,6 +2,7 @@ package retriever
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -41,35 +42,28 @@ type snapCheck struct {
 	vec string // EmbeddingHash of its vector's text
 }
 
-// lexHash fingerprints a lexical document: every field, in order, each
-// value length-prefixed.
-func lexHash(d *LexicalDoc) uint64 {
+// lexHash fingerprints a lexical document as the index reads it: its ID
+// and tenant, then every value of every field of the index (fieldValues),
+// by field, each length-prefixed. A field added to the index is in it
+// without a change here.
+func (x *LexicalIndex) lexHash(d *LexicalDoc) uint64 {
 	h := fnv.New64a()
 	var n [8]byte
 	put := func(s string) {
-		l := len(s)
-		for i := range n {
-			n[i] = byte(l >> (8 * i))
-		}
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
 		h.Write(n[:])
 		h.Write([]byte(s))
 	}
-	list := func(ss []string) {
-		put(fmt.Sprint(len(ss)))
-		for _, s := range ss {
-			put(s)
-		}
-	}
 	put(d.ID)
 	put(d.Tenant)
-	put(d.Server)
-	put(d.Name)
-	put(d.Summary)
-	put(d.Description)
-	list(d.Aliases)
-	list(d.Learned)
-	list(d.Tags)
-	list(d.Params)
+	for _, f := range x.fields {
+		vs := fieldValues(d, f.name)
+		binary.LittleEndian.PutUint64(n[:], uint64(len(vs)))
+		h.Write(n[:])
+		for _, v := range vs {
+			put(v)
+		}
+	}
 	return h.Sum64()
 }
 
@@ -105,7 +99,7 @@ func (r *Retriever) WriteSnapshot() error {
 		params := schemaParams(e.card.InputSchema)
 		d := lexicalDoc(e, params)
 		w.str(id)
-		w.uint(lexHash(&d))
+		w.uint(r.lex.lexHash(&d))
 		w.str(EmbeddingHash(e.embeddingText(params)))
 	}
 	r.lex.writeSnapshot(w)
