@@ -73,10 +73,8 @@ func BenchmarkDiscoverPostgres(b *testing.B) {
 				for _, c := range callers {
 					b.Run("store="+mode.name+"/caller="+c.name, func(b *testing.B) {
 						r := mode.r
-						b.ReportAllocs()
-						b.ResetTimer()
-						var candidates, tools int
-						for i := 0; i < b.N; i++ {
+						var candidates, tools, i int
+						timedLoop(b, func() {
 							res, err := r.Discover(ctx, retriever.Request{Caller: c.caller, Query: queries[i%len(queries)], TopK: 5})
 							if err != nil {
 								b.Fatal(err)
@@ -86,10 +84,10 @@ func BenchmarkDiscoverPostgres(b *testing.B) {
 							}
 							candidates += res.CandidateCount
 							tools += len(res.Tools)
-						}
-						b.StopTimer()
-						b.ReportMetric(float64(candidates)/float64(b.N), "candidates")
-						b.ReportMetric(float64(tools)/float64(b.N), "tools/op")
+							i++
+						})
+						b.ReportMetric(float64(candidates)/float64(i), "candidates")
+						b.ReportMetric(float64(tools)/float64(i), "tools/op")
 					})
 				}
 			}

@@ -81,6 +81,7 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 	}
 	slices.Sort(cs.servers)
 	if len(out) < len(all) {
+		cs.filter.Scopes = slices.Compact(slices.Sorted(slices.Values(c.Scopes)))
 		cs.filter.IDs = make([]string, 0, len(out))
 		for id := range out {
 			cs.filter.IDs = append(cs.filter.IDs, id)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -84,6 +85,12 @@ type Retriever struct {
 
 	fuseBufs sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
 
+	// snapPath is where the view's snapshot is kept ("" none; snapshot.go);
+	// snap holds a loaded snapshot's fingerprints during New's first Sync.
+	snapPath string
+	snap     map[string]snapCheck
+	closed   atomic.Bool
+
 	candMu sync.Mutex // guards cands (readers of the view add to it)
 	cands  map[string]*candSet
 
@@ -142,16 +149,40 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		return nil, err
 	}
 	start := time.Now()
+	r.snap = r.loadSnapshot(ctx)
 	if err := r.Sync(ctx); err != nil {
-		lex.Close()
+		r.lex.Close()
 		return nil, err
+	}
+	if r.snap != nil {
+		r.mu.Lock()
+		err := r.dropUnlisted(ctx, r.snap)
+		r.snap = nil
+		r.mu.Unlock()
+		if err != nil {
+			r.lex.Close()
+			return nil, err
+		}
 	}
 	log.Info("catalogue loaded", "active_cards", r.Len(), "seq", r.Seq(), "model", emb.Model(), "took", time.Since(start).Round(time.Millisecond))
 	return r, nil
 }
 
-// Close releases the indexes.
-func (r *Retriever) Close() error { return errors.Join(r.lex.Close(), r.srv.close()) }
+// Close writes the snapshot (WithSnapshot) and releases the indexes (and
+// the snapshot's mapping: nothing may search the retriever afterwards).
+func (r *Retriever) Close() error {
+	if r.closed.Swap(true) {
+		return nil // the snapshot is of the view before the first Close
+	}
+	err := r.WriteSnapshot()
+	var unmap error
+	if mi, ok := r.vec.(memoryIndex); ok {
+		r.mu.Lock() // no answer is reading the vectors
+		unmap = mi.m.release()
+		r.mu.Unlock()
+	}
+	return errors.Join(err, unmap, r.lex.Close(), r.srv.close())
+}
 
 // Len is the number of active cards held, across tenants.
 func (r *Retriever) Len() int {
@@ -284,13 +315,25 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 // server entries (nil: removed) and, when seq > 0, moves the view to that
 // change sequence number. Call under syncMu.
 func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []string, servers map[cards.Key]*cards.ServerInfo, seq uint64) error {
-	vecs, err := r.embeddings(ctx, upserts)
+	// The parameter names, from each schema once: the vector's text and the
+	// lexical document both hold them.
+	params := make([][]string, len(upserts))
+	for i, e := range upserts {
+		if params[i] = schemaParams(e.card.InputSchema); params[i] == nil {
+			params[i] = []string{}
+		}
+	}
+	vecs, err := r.embeddings(ctx, upserts, params)
 	if err != nil {
 		return err
 	}
-	docs := make([]LexicalDoc, len(upserts))
+	docs := make([]LexicalDoc, 0, len(upserts))
 	for i, e := range upserts {
-		docs[i] = lexicalDoc(e)
+		d := lexicalDoc(e, params[i])
+		if c, ok := r.snap[e.id]; ok && c.lex == r.lex.lexHash(&d) {
+			continue // analysed in the loaded snapshot
+		}
+		docs = append(docs, d)
 	}
 
 	r.mu.Lock()
@@ -310,8 +353,10 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 		r.drop(id)
 	}
 	for i, e := range upserts {
-		if err := r.vec.Upsert(ctx, e.id, e.card.Tenant, vecs[i]); err != nil {
-			return err
+		if vecs[i] != nil { // nil: kept from the loaded snapshot, for the same text
+			if err := r.vec.Upsert(ctx, e.id, e.card.Tenant, vecs[i]); err != nil {
+				return err
+			}
 		}
 		r.drop(e.id)
 		r.add(e)
@@ -417,8 +462,9 @@ func (r *Retriever) drop(id string) {
 const embedBatch = 64
 
 // embeddings returns one vector per entry, reusing stored vectors whose
-// model and text hash match and storing the ones it computes.
-func (r *Retriever) embeddings(ctx context.Context, es []*entry) ([][]float32, error) {
+// model and text hash match and storing the ones it computes; nil for an
+// entry whose vector a loaded snapshot holds for the same text.
+func (r *Retriever) embeddings(ctx context.Context, es []*entry, params [][]string) ([][]float32, error) {
 	out := make([][]float32, len(es))
 	if len(es) == 0 {
 		return out, nil
@@ -427,17 +473,30 @@ func (r *Retriever) embeddings(ctx context.Context, es []*entry) ([][]float32, e
 	keys := make([]cards.Key, len(es))
 	texts := make([]string, len(es))
 	hashes := make([]string, len(es))
+	var read []cards.Key
+	kept := make([]bool, len(es))
 	for i, e := range es {
 		keys[i] = e.card.Key()
-		texts[i] = e.embeddingText()
+		texts[i] = e.embeddingText(params[i])
 		hashes[i] = EmbeddingHash(texts[i])
+		if c, ok := r.snap[e.id]; ok && c.vec == hashes[i] {
+			kept[i] = true
+		} else {
+			read = append(read, keys[i])
+		}
 	}
-	stored, err := r.store.Embeddings(ctx, model, keys)
-	if err != nil {
-		return nil, fmt.Errorf("read embeddings: %w", err)
+	var stored map[cards.Key]cards.Embedding
+	if len(read) > 0 {
+		var err error
+		if stored, err = r.store.Embeddings(ctx, model, read); err != nil {
+			return nil, fmt.Errorf("read embeddings: %w", err)
+		}
 	}
 	var todo []int
 	for i, k := range keys {
+		if kept[i] {
+			continue
+		}
 		if s, ok := stored[k]; ok && s.TextHash == hashes[i] && len(s.Vector) == r.emb.Dim() {
 			out[i] = s.Vector
 		} else {
@@ -473,14 +532,17 @@ func (r *Retriever) embeddings(ctx context.Context, es []*entry) ([][]float32, e
 // name, server, summary, aliases, tags, description and parameter names.
 // when_not_to_use is left out on purpose: negative guidance must not pull a
 // card towards the queries it warns against.
-func EmbeddingText(c *cards.Card) string {
+func EmbeddingText(c *cards.Card) string { return embeddingText(c, schemaParams(c.InputSchema)) }
+
+// embeddingText is EmbeddingText with the card's parameter names given.
+func embeddingText(c *cards.Card, params []string) string {
 	parts := []string{
 		SplitIdentifiers(c.Name),
 		c.Summary,
 		strings.Join(c.Aliases, ". "),
 		strings.Join(c.Tags, " "),
 		c.Description,
-		strings.Join(schemaParams(c.InputSchema), " "),
+		strings.Join(params, " "),
 		c.Server,
 	}
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
@@ -495,10 +557,25 @@ func LearnedEmbeddingText(c *cards.Card, learned []string) string {
 	return EmbeddingText(c) + ". " + strings.Join(learned, ". ")
 }
 
-// embeddingText is EmbeddingText plus the learned phrasings.
-func (e *entry) embeddingText() string { return LearnedEmbeddingText(&e.card, e.learned) }
+// embeddingText is LearnedEmbeddingText of the entry, from its parameter
+// names (params, or the schema's when params is nil).
+func (e *entry) embeddingText(params []string) string {
+	if params == nil {
+		params = schemaParams(e.card.InputSchema)
+	}
+	t := embeddingText(&e.card, params)
+	if len(e.learned) > 0 {
+		t += ". " + strings.Join(e.learned, ". ")
+	}
+	return t
+}
 
-func lexicalDoc(e *entry) LexicalDoc {
+// lexicalDoc is the entry's lexical document, with its parameter names
+// (params, or the schema's when params is nil).
+func lexicalDoc(e *entry, params []string) LexicalDoc {
+	if params == nil {
+		params = schemaParams(e.card.InputSchema)
+	}
 	c := &e.card
 	return LexicalDoc{
 		ID:          e.id,
@@ -510,7 +587,7 @@ func lexicalDoc(e *entry) LexicalDoc {
 		Aliases:     c.Aliases,
 		Learned:     e.learned,
 		Tags:        c.Tags,
-		Params:      schemaParams(c.InputSchema),
+		Params:      params,
 	}
 }
 

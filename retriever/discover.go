@@ -581,7 +581,8 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	degraded := qvec == nil
 	if !degraded {
 		if mi, ok := r.vec.(memoryIndex); ok {
-			sem, err = mi.m.SearchSet(qvec, cs.vecSet(mi.m), cs.filter, LegDepth)
+			sem, err = mi.m.searchSetInto(buf.sem, qvec, cs.vecSet(mi.m), cs.filter, LegDepth)
+			buf.sem = sem
 		} else {
 			sem, err = r.vec.Search(ctx, qvec, cs.filter, LegDepth)
 		}

@@ -20,3 +20,18 @@ func dotBlocks(a, b []float32, lanes *[dotLanes]float32) {
 	}
 	dotBlocksGeneric(a, b, lanes)
 }
+
+// dotCodesAVX2 is Σ q[j]·c[j] over n codes (a multiple of 32), with 256-bit
+// integer multiply-adds (dot_amd64.s).
+//
+//go:noescape
+func dotCodesAVX2(q *int16, c *int8, n int) int32
+
+// dotCodes is Σ q[j]·c[j] over code rows of equal length (a multiple of 32).
+func dotCodes(q []int16, c []int8) int32 {
+	if useAVX2 && len(c) > 0 {
+		q = q[:len(c)]
+		return dotCodesAVX2(&q[0], &c[0], len(c))
+	}
+	return dotCodesGeneric(q, c)
+}

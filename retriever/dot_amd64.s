@@ -41,3 +41,40 @@ done:
 	VMOVUPS Y3, 96(DX)
 	VZEROUPPER
 	RET
+
+// func dotCodesAVX2(q *int16, c *int8, n int) int32
+//
+// Σ q[j]·c[j] for j < n, n a multiple of 32: the int8 codes widened to
+// int16 (VPMOVSXBW), multiplied and added in pairs into int32 (VPMADDWD),
+// two 8-lane accumulators summed at the end. Integer arithmetic: exact, as
+// long as the sum fits int32 (queryCodeMax).
+TEXT ·dotCodesAVX2(SB), NOSPLIT, $0-28
+	MOVQ q+0(FP), SI
+	MOVQ c+8(FP), DI
+	MOVQ n+16(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+cloop:
+	CMPQ CX, $32
+	JL   cdone
+	VPMOVSXBW 0(DI), Y2
+	VPMOVSXBW 16(DI), Y3
+	VPMADDWD  0(SI), Y2, Y2
+	VPMADDWD  32(SI), Y3, Y3
+	VPADDD    Y2, Y0, Y0
+	VPADDD    Y3, Y1, Y1
+	ADDQ      $32, DI
+	ADDQ      $64, SI
+	SUBQ      $32, CX
+	JMP       cloop
+cdone:
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4E, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xB1, X0, X1
+	VPADDD       X1, X0, X0
+	MOVL         X0, ret+24(FP)
+	VZEROUPPER
+	RET

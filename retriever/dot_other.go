@@ -7,3 +7,6 @@ const useAVX2 = false
 
 // dotBlocks adds a[j]*b[j] into lanes[j%32]; len(a) is a multiple of 32.
 func dotBlocks(a, b []float32, lanes *[dotLanes]float32) { dotBlocksGeneric(a, b, lanes) }
+
+// dotCodes is Σ q[j]·c[j] over code rows of equal length.
+func dotCodes(q []int16, c []int8) int32 { return dotCodesGeneric(q, c) }

@@ -112,11 +112,13 @@ func fuseRelative(lexical, semantic []Hit, alpha float64, buf *fuseBuf) []Fused 
 }
 
 // fuseBuf is the scratch of one fusion that the pipeline reuses across
-// requests (Retriever.fuseBufs): the fused list and the positions by ID.
+// requests (Retriever.fuseBufs): the fused list, the positions by ID and
+// the semantic leg's hits.
 // The list lent out is the caller's until it gives the buffer back.
 type fuseBuf struct {
 	out []Fused
 	pos map[string]int
+	sem []Hit // the semantic leg's hits
 }
 
 // reset empties the buffer for its next use, dropping what the list held.
@@ -124,6 +126,8 @@ func (b *fuseBuf) reset() {
 	clear(b.out[:cap(b.out)])
 	b.out = b.out[:0]
 	clear(b.pos)
+	clear(b.sem[:cap(b.sem)])
+	b.sem = b.sem[:0]
 }
 
 // joinLegs merges the legs by ID, recording raw scores, ranks and fields; Score

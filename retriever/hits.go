@@ -36,4 +36,10 @@ type Hit struct {
 type Filter struct {
 	Tenant string
 	IDs    []string
+	// Scopes, when non-nil, are the scopes of the caller whose candidate set
+	// IDs lists: the tenant's active cards whose required scopes they all
+	// cover (HoldsAll). A backend that can test that itself (pgvector, in
+	// SQL) may select by them instead of sending IDs; the pipeline keeps
+	// only hits of its candidate set either way.
+	Scopes []string
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/seed0cff8200/cardex/cards"
 )
@@ -156,7 +157,8 @@ func entryBytes(e *entry, dim int) int64 {
 			n += len(s)
 		}
 	}
-	return int64(entryOverhead + 3*n + len(c.InputSchema) + len(c.OutputSchema) + 4*dim)
+	// The vector: dim float32 and its quantised codes (quant.go).
+	return int64(entryOverhead + 3*n + len(c.InputSchema) + len(c.OutputSchema) + 4*dim + quantPad(dim) + int(unsafe.Sizeof(rowQuant{})))
 }
 
 // reside makes sure the view holds tenant before a request for it is

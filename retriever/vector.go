@@ -1,11 +1,13 @@
 package retriever
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // MemoryVectors is the embedded mode's vector searcher: an exact scan over
@@ -18,15 +20,42 @@ type MemoryVectors struct {
 	tenants map[string]*tenantVectors
 	owner   map[string]string // id → tenant
 	version uint64            // counts mutations: a VecSet of another version is stale
+
+	mapped  []byte        // the snapshot file the floats of loaded tenants are mapped from (release)
+	scratch sync.Pool     // *quantScratch
+	kept    atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
 }
 
 // tenantVectors holds one tenant's vectors densely: row i of vecs (dim
-// floats) belongs to ids[i]. Deleting swaps the last row into the hole.
+// floats), of codes (quantPad(dim) int8) and of quant belongs to ids[i].
+// Deleting swaps the last row into the hole.
 type tenantVectors struct {
 	ids   []string
-	vecs  []float32
+	vecs  floatRows
+	codes []int8
+	quant []rowQuant
+	// wild counts the rows the quantised bound does not cover (norm over
+	// quantNormMax): while there are any, the tenant is scanned exactly.
+	wild  int
 	index map[string]int
 }
+
+// setRow quantises row i (whose floats are in place) into codes and quant.
+func (t *tenantVectors) setRow(i, dim int, wasWild bool) {
+	pad := quantPad(dim)
+	q, ok := quantizeRow(t.vecs.row(i), t.codes[i*pad:(i+1)*pad])
+	if wasWild {
+		t.wild--
+	}
+	if !ok {
+		t.wild++
+		q = rowQuant{codeN: float32(math.Inf(1))}
+	}
+	t.quant[i] = q
+}
+
+// isWild says row i is one the bound does not cover.
+func (t *tenantVectors) isWild(i int) bool { return math.IsInf(float64(t.quant[i].codeN), 1) }
 
 // NewMemoryVectors returns an empty store for vectors of length dim.
 func NewMemoryVectors(dim int) *MemoryVectors {
@@ -56,16 +85,21 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	}
 	t := m.tenants[tenant]
 	if t == nil {
-		t = &tenantVectors{index: make(map[string]int)}
+		t = &tenantVectors{index: make(map[string]int), vecs: floatRows{dim: m.dim}}
 		m.tenants[tenant] = t
 	}
 	if i, ok := t.index[id]; ok {
-		copy(t.vecs[i*m.dim:(i+1)*m.dim], vec)
+		copy(t.vecs.row(i), vec)
+		t.setRow(i, m.dim, t.isWild(i))
 		return nil
 	}
-	t.index[id] = len(t.ids)
+	i := len(t.ids)
+	t.index[id] = i
 	t.ids = append(t.ids, id)
-	t.vecs = append(t.vecs, vec...)
+	t.vecs.push(vec)
+	t.codes = append(t.codes, make([]int8, quantPad(m.dim))...)
+	t.quant = append(t.quant, rowQuant{})
+	t.setRow(i, m.dim, false)
 	m.owner[id] = tenant
 	return nil
 }
@@ -87,16 +121,24 @@ func (m *MemoryVectors) deleteLocked(id string) {
 	t := m.tenants[tenant]
 	i := t.index[id]
 	last := len(t.ids) - 1
+	if t.isWild(i) {
+		t.wild--
+	}
+	pad := quantPad(m.dim)
 	if i != last {
 		moved := t.ids[last]
 		t.ids[i] = moved
 		t.index[moved] = i
-		copy(t.vecs[i*m.dim:(i+1)*m.dim], t.vecs[last*m.dim:])
+		copy(t.vecs.row(i), t.vecs.row(last))
+		copy(t.codes[i*pad:(i+1)*pad], t.codes[last*pad:])
+		t.quant[i] = t.quant[last]
 	}
 	delete(t.index, id)
 	t.ids[last] = ""
 	t.ids = t.ids[:last]
-	t.vecs = t.vecs[:last*m.dim]
+	t.vecs.pop()
+	t.codes = t.codes[:last*pad]
+	t.quant = t.quant[:last]
 	if last == 0 {
 		delete(m.tenants, tenant)
 	}
@@ -148,13 +190,28 @@ func (m *MemoryVectors) prepare(f Filter) *VecSet {
 // absent or belong to another tenant are ignored). Hits are sorted by score
 // descending, then ID ascending. The query must have length Dim and finite
 // values; k must be positive.
+//
+// It scans the quantised codes and scores exactly only the vectors that can
+// still reach the top k (quant.go): the answer is SearchExact's.
 func (m *MemoryVectors) Search(query []float32, f Filter, k int) ([]Hit, error) {
-	return m.SearchSet(query, nil, f, k)
+	return m.search(nil, query, nil, f, k, false)
+}
+
+// SearchExact is Search by the exact score of every candidate: the
+// reference the quantised scan answers like, and the benchmarks' bare scan.
+func (m *MemoryVectors) SearchExact(query []float32, f Filter, k int) ([]Hit, error) {
+	return m.search(nil, query, nil, f, k, true)
 }
 
 // SearchSet is Search inside a prepared candidate set (from Prepare with
 // f, or nil to prepare it here).
 func (m *MemoryVectors) SearchSet(query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
+	return m.search(nil, query, set, f, k, false)
+}
+
+// search is Search, SearchExact or SearchSet, appending the hits to
+// dst[:0].
+func (m *MemoryVectors) search(dst []Hit, query []float32, set *VecSet, f Filter, k int, exact bool) ([]Hit, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("vector search: k must be positive, got %d", k)
 	}
@@ -173,42 +230,134 @@ func (m *MemoryVectors) SearchSet(query []float32, set *VecSet, f Filter, k int)
 	if t == nil {
 		return []Hit{}, nil
 	}
-	// The query's non-zero dimensions: the built-in embedder's hashed part
-	// is sparse, and without the AVX2 kernel skipping its zeros is faster
-	// (and leaves every lane's sum as it was).
-	var nz []int32
-	if !useAVX2 {
-		nz = make([]int32, 0, len(query))
-		for j, x := range query {
-			if x != 0 {
-				nz = append(nz, int32(j))
-			}
+	if exact {
+		return m.scanExact(dst, query, set, k), nil
+	}
+	return m.scanQuantised(dst, query, set, k), nil
+}
+
+// rowCount is the number of rows a set searches.
+func (s *VecSet) rowCount() int {
+	if s.rows != nil {
+		return len(s.rows)
+	}
+	return len(s.tenant.ids)
+}
+
+// scoreRow is the exact scan's score of row i: dotF32, or dotSparse of the
+// query's non-zero dimensions nz (the same value to the bit) when they are
+// fewer than half.
+func (m *MemoryVectors) scoreRow(t *tenantVectors, query []float32, nz []int32, i int) float64 {
+	row := t.vecs.row(i)
+	if nz != nil {
+		return dotSparse(query, nz, row)
+	}
+	return dotF32(query, row)
+}
+
+// sparseDims are the query's non-zero dimensions when the exact score is
+// faster computed from them alone (no AVX2 kernel, and the query is
+// sparse, as the built-in embedder's hashed part is); nil otherwise.
+func sparseDims(query []float32) []int32 {
+	if useAVX2 {
+		return nil
+	}
+	nz := make([]int32, 0, len(query))
+	for j, x := range query {
+		if x != 0 {
+			nz = append(nz, int32(j))
 		}
 	}
-	rows := len(t.ids)
-	if set.rows != nil {
-		rows = len(set.rows)
+	if 2*len(nz) >= len(query) {
+		return nil
 	}
-	top := rowTop{k: k, ids: t.ids, heap: make([]scoredRow, 0, min(k, rows))}
-	dim := m.dim
-	sparse := !useAVX2 && 2*len(nz) < dim
-	score := func(i int) float64 {
-		row := t.vecs[i*dim : (i+1)*dim : (i+1)*dim]
-		if sparse {
-			return dotSparse(query, nz, row)
-		}
-		return dotF32(query, row)
-	}
+	return nz
+}
+
+// scanExact scores every row of the set with the exact score.
+func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int) []Hit {
+	t := set.tenant
+	nz := sparseDims(query)
+	top := rowTop{k: k, ids: t.ids, heap: make([]scoredRow, 0, min(k, set.rowCount()))}
 	if set.rows == nil {
 		for i := range t.ids {
-			top.offer(int32(i), score(i))
+			top.offer(int32(i), m.scoreRow(t, query, nz, i))
 		}
 	} else {
 		for _, i := range set.rows {
-			top.offer(i, score(int(i)))
+			top.offer(i, m.scoreRow(t, query, nz, int(i)))
 		}
 	}
-	return top.hits(), nil
+	return top.hits(dst)
+}
+
+// quantScratch is one search's reusable memory.
+type quantScratch struct {
+	qq   queryQuant
+	lows lowHeap
+	keep []keptRow
+	top  []scoredRow
+}
+
+type keptRow struct {
+	hi  float64
+	row int32
+}
+
+// scanQuantised is scanExact's answer from the quantised pre-scan and an
+// exact re-rank of the rows it keeps (quant.go proves they are the same).
+func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k int) []Hit {
+	t := set.tenant
+	n := set.rowCount()
+	sc, _ := m.scratch.Get().(*quantScratch)
+	if sc == nil {
+		sc = &quantScratch{}
+	}
+	defer m.scratch.Put(sc)
+	if n <= k || t.wild > 0 || !sc.qq.quantize(query) {
+		return m.scanExact(dst, query, set, k)
+	}
+	pad := quantPad(m.dim)
+	qq := &sc.qq
+	lows, keep := sc.lows[:0], sc.keep[:0]
+	tau := math.Inf(-1)
+	visit := func(i int32) {
+		lo, hi := qq.bounds(t.quant[i], dotCodes(qq.codes, t.codes[int(i)*pad:(int(i)+1)*pad:(int(i)+1)*pad]))
+		if lo > tau {
+			lows.offer(k, lo)
+			tau = lows.tau(k)
+		}
+		if hi >= tau {
+			keep = append(keep, keptRow{hi, i})
+		}
+	}
+	if set.rows == nil {
+		for i := range int32(len(t.ids)) {
+			visit(i)
+		}
+	} else {
+		for _, i := range set.rows {
+			visit(i)
+		}
+	}
+	// The re-rank, by upper bound descending: once k rows are held, a row
+	// whose upper bound is under the k-th exact score cannot enter, nor
+	// can any after it.
+	keep = slices.DeleteFunc(keep, func(kr keptRow) bool { return kr.hi < tau })
+	slices.SortFunc(keep, func(a, b keptRow) int { return cmp.Compare(b.hi, a.hi) })
+	nz := sparseDims(query)
+	top := rowTop{k: k, ids: t.ids, heap: sc.top[:0]}
+	scored := 0
+	for _, kr := range keep {
+		if len(top.heap) == k && kr.hi < top.heap[0].score {
+			break
+		}
+		top.offer(kr.row, m.scoreRow(t, query, nz, int(kr.row)))
+		scored++
+	}
+	m.kept.Add(uint64(scored))
+	sc.lows, sc.keep, sc.top = lows, keep, top.heap
+	return top.hits(dst)
 }
 
 // rowTop keeps the best k rows seen so far, as topK does for hits, but with
@@ -266,8 +415,8 @@ func (t *rowTop) offer(row int32, score float64) {
 	}
 }
 
-// hits are the kept rows as hits, best first.
-func (t *rowTop) hits() []Hit {
+// hits appends the kept rows as hits, best first, to dst[:0].
+func (t *rowTop) hits(dst []Hit) []Hit {
 	slices.SortFunc(t.heap, func(a, b scoredRow) int {
 		switch {
 		case t.better(a, b):
@@ -277,9 +426,9 @@ func (t *rowTop) hits() []Hit {
 		}
 		return 0
 	})
-	out := make([]Hit, len(t.heap))
-	for i, s := range t.heap {
-		out[i] = Hit{ID: t.ids[s.row], Score: s.score}
+	out := slices.Grow(dst[:0], len(t.heap))
+	for _, s := range t.heap {
+		out = append(out, Hit{ID: t.ids[s.row], Score: s.score})
 	}
 	return out
 }
@@ -297,3 +446,13 @@ func (m *MemoryVectors) check(vec []float32) error {
 	}
 	return nil
 }
+
+// searchSetInto is SearchSet appending the hits to dst[:0] (the pipeline's
+// reused buffer).
+func (m *MemoryVectors) searchSetInto(dst []Hit, query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
+	return m.search(dst, query, set, f, k, false)
+}
+
+// KeptRows counts the rows the quantised scans scored exactly since the
+// store was made (tests and benchmarks read it to see the pre-scan prune).
+func (m *MemoryVectors) KeptRows() uint64 { return m.kept.Load() }

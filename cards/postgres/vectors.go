@@ -22,7 +22,12 @@ type VectorQuery struct {
 	// Keys, when non-nil, restricts the search to these cards (the caller's
 	// authorized candidates); an empty non-nil slice matches nothing. When
 	// nil, every active card of the tenant is a candidate.
-	Keys   []cards.Key
+	Keys []cards.Key
+	// Scopes, when non-nil and Keys is nil, restrict the search to the
+	// tenant's active cards whose every required scope one of them covers:
+	// "*" covers every scope, "p:*" every scope that starts with "p:", any
+	// other only itself (the retriever's ScopeCovers).
+	Scopes []string
 	Vector []float32
 	K      int
 	// ForceIndex makes the planner take the HNSW index even where an exact
@@ -95,13 +100,22 @@ func (s *Store) DropVectorIndex(ctx context.Context, model string, dim int) erro
 // out of order, so they are re-sorted outside the materialised CTE.
 func (s *Store) searchSQL(q VectorQuery, withKeys bool) string {
 	dist := fmt.Sprintf("e.embedding::vector(%d) <=> $1::vector(%d)", q.Dim, q.Dim)
-	// The candidate keys are the caller's authorized active cards (as the
-	// replica sees them); without keys, the card's status is checked here.
+	// Without keys the join to cards keeps the tenant's active cards; the
+	// keys are the caller's candidates already.
 	filter := `JOIN {s}.cards c ON c.tenant = e.tenant AND c.server = e.server AND c.name = e.name
 	WHERE e.model = %s AND e.tenant = $2 AND c.status = 'active'`
-	if withKeys {
+	switch {
+	case withKeys:
 		filter = `WHERE e.model = %s AND e.tenant = $2
 		AND (e.server, e.name) IN (SELECT * FROM unnest($3::text[], $4::text[]))`
+	case q.Scopes != nil:
+		// The caller's candidates by its scopes ($3 held exactly, $4 the
+		// prefixes of its "p:*" scopes): no required scope that neither
+		// covers.
+		filter += `
+	AND NOT EXISTS (SELECT 1 FROM unnest(c.required_scopes) AS r(scope)
+		WHERE r.scope <> ALL($3::text[])
+		AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS p(prefix) WHERE left(r.scope, length(p.prefix)) = p.prefix))`
 	}
 	return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
 	SELECT e.server, e.name, %s AS distance
@@ -147,14 +161,7 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 	if q.K <= 0 || (q.Keys != nil && len(q.Keys) == 0) {
 		return nil, nil
 	}
-	args := []any{pgvector.NewVector(q.Vector).String(), q.Tenant}
-	if q.Keys != nil {
-		sv, n := make([]string, len(q.Keys)), make([]string, len(q.Keys))
-		for i, k := range q.Keys {
-			sv[i], n[i] = k.Server, k.Name
-		}
-		args = append(args, sv, n)
-	}
+	args := q.args()
 	var out []VectorHit
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// SET LOCAL: the settings end with the transaction, which matters
@@ -184,17 +191,39 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 	return out, nil
 }
 
-// ExplainVectorSearch returns the query plan of SearchVectors (for tests
-// and diagnosis).
-func (s *Store) ExplainVectorSearch(ctx context.Context, q VectorQuery) (string, error) {
+// args are the query's parameters: the vector and the tenant, then the
+// keys' servers and names, or the scopes held exactly and the prefixes of
+// the "p:*" ones ("*" holds every scope: no restriction).
+func (q *VectorQuery) args() []any {
 	args := []any{pgvector.NewVector(q.Vector).String(), q.Tenant}
-	if q.Keys != nil {
+	switch {
+	case q.Keys != nil:
 		sv, n := make([]string, len(q.Keys)), make([]string, len(q.Keys))
 		for i, k := range q.Keys {
 			sv[i], n[i] = k.Server, k.Name
 		}
 		args = append(args, sv, n)
+	case q.Scopes != nil:
+		exact, prefixes := []string{}, []string{}
+		for _, h := range q.Scopes {
+			switch {
+			case h == "*":
+				prefixes = append(prefixes, "") // every scope starts with ""
+			case strings.HasSuffix(h, ":*"):
+				prefixes = append(prefixes, h[:len(h)-1])
+			default:
+				exact = append(exact, h)
+			}
+		}
+		args = append(args, exact, prefixes)
 	}
+	return args
+}
+
+// ExplainVectorSearch returns the query plan of SearchVectors (for tests
+// and diagnosis).
+func (s *Store) ExplainVectorSearch(ctx context.Context, q VectorQuery) (string, error) {
+	args := q.args()
 	var plan []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := setLocal(ctx, tx, q); err != nil {

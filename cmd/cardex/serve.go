@@ -92,7 +92,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			met := metrics.New(metrics.Options{MaxTenants: metricsTenants})
-			opts := sf.retrieverOptions(emb)
+			opts := sf.retrieverOptions(emb, dataDir)
 			resOpt, resident, err := rf.option(met)
 			if err != nil {
 				return err
@@ -114,7 +114,6 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("discovery log: %w", err)
 			}
-			defer dlog.Close()
 			fbc := feedback.Config{
 				Path:        filepath.Join(dataDir, "feedback.jsonl"),
 				LearnedPath: filepath.Join(dataDir, "learned.jsonl"),
@@ -132,6 +131,17 @@ func serveCmd() *cobra.Command {
 				dlog.AddSink(pgw)
 				fbc.Sink = pgw
 			}
+			// Closed before its sink (deferred after it): Close writes the
+			// queued entries, which reach the sink too.
+			defer func() {
+				if err := dlog.Close(); err != nil {
+					log.Warn("discovery log close", "err", err)
+				}
+				if n := dlog.Dropped(); n > 0 {
+					log.Warn("discovery log entries dropped: the writer could not keep up", "dropped", n, "queue", discoverylog.QueueLen)
+				}
+			}()
+			met.DiscoveryLogDropped(dlog.Dropped)
 			fbc.Metrics = met
 			enricher, err := enf.start(ctx, store, &sf, dataDir, met, log)
 			if err != nil {

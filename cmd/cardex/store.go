@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -87,10 +88,12 @@ func (sf *storeFlags) open(dataDir string, log *slog.Logger) (cards.Store, error
 	}
 }
 
-// retrieverOptions: in postgres mode the semantic leg searches pgvector.
-func (sf *storeFlags) retrieverOptions(emb embed.Embedder) []retriever.Option {
+// retrieverOptions: in embedded mode the view's snapshot is kept in the
+// data directory (a restart loads it instead of analysing every card); in
+// postgres mode the semantic leg searches pgvector.
+func (sf *storeFlags) retrieverOptions(emb embed.Embedder, dataDir string) []retriever.Option {
 	if sf.pg == nil {
-		return nil
+		return []retriever.Option{retriever.WithSnapshot(filepath.Join(dataDir, "retriever.snap"))}
 	}
 	return []retriever.Option{retriever.WithVectors(pgvec.New(sf.pg, emb.Model(), emb.Dim()))}
 }

@@ -14,9 +14,13 @@ import (
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
-// readLog parses the discovery log, one entry per line, strictly.
-func readLog(t *testing.T, path string) ([]discoverylog.Entry, []byte) {
+// readLog parses the discovery log, one entry per line, strictly, once
+// everything queued is written.
+func readLog(t *testing.T, l *discoverylog.Log, path string) ([]discoverylog.Entry, []byte) {
 	t.Helper()
+	if err := l.Flush(); err != nil {
+		t.Fatalf("flush discovery log: %v", err)
+	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read discovery log: %v", err)
@@ -77,7 +81,7 @@ func TestDiscoveryLog(t *testing.T) {
 			_, _ = e.disc.DescribeTool(rpcCtx(t), &pb.DescribeToolRequest{Caller: caller, Name: "issue_refund"})
 			_, _ = e.disc.AuthorizeCall(rpcCtx(t), &pb.AuthorizeCallRequest{Caller: caller, Name: "issue_refund"})
 
-			entries, raw := readLog(t, e.logPath)
+			entries, raw := readLog(t, e.dlog, e.logPath)
 			if len(entries) != len(queries) {
 				t.Fatalf("%d log lines, want %d (one per successful discovery)", len(entries), len(queries))
 			}

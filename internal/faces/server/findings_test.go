@@ -73,7 +73,7 @@ func TestFindingCallerFieldLimits(t *testing.T) {
 		wantCode(t, err, codes.InvalidArgument, tc.field)
 	}
 	// Nothing of it reached the discovery log.
-	if entries, _ := readLog(t, e.logPath); len(entries) != 0 {
+	if entries, _ := readLog(t, e.dlog, e.logPath); len(entries) != 0 {
 		t.Errorf("discovery log has %d entries after refused calls", len(entries))
 	}
 }

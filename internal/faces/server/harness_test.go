@@ -65,6 +65,8 @@ type envOptions struct {
 	state *server.State
 	// retriever options (the service's defaults when nil).
 	retriever []retriever.Option
+	// emb is the retriever's embedder (nil: the hashed one).
+	emb embed.Embedder
 
 	auth        *auth.Authenticator
 	limiter     *ratelimit.Limiter
@@ -79,7 +81,7 @@ type envOptions struct {
 
 // newEnv starts a server and returns a connected client. Everything is torn
 // down when the test ends.
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := embedded.Open(dir)
@@ -92,7 +94,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.wrap != nil {
 		used = o.wrap(store)
 	}
-	ret, err := retriever.New(ctx, used, embed.NewHashed(embed.DefaultDim), nil, o.retriever...)
+	var emb embed.Embedder = embed.NewHashed(embed.DefaultDim)
+	if o.emb != nil {
+		emb = o.emb
+	}
+	ret, err := retriever.New(ctx, used, emb, nil, o.retriever...)
 	if err != nil {
 		t.Fatalf("retriever.New: %v", err)
 	}
@@ -175,7 +181,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 
 // rpcCtx is the context of one call: bounded, so a hung server fails the
 // test instead of the test binary's timeout.
-func rpcCtx(t *testing.T) context.Context {
+func rpcCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -183,7 +189,7 @@ func rpcCtx(t *testing.T) context.Context {
 }
 
 // put writes cards through PutCards in batches of at most server.MaxBatch.
-func (e *env) put(t *testing.T, cs ...cards.Card) []*pb.PutResult {
+func (e *env) put(t testing.TB, cs ...cards.Card) []*pb.PutResult {
 	t.Helper()
 	var out []*pb.PutResult
 	for start := 0; start < len(cs); start += server.MaxBatch {

@@ -49,7 +49,7 @@ func TestDiscoveryLogIntents(t *testing.T) {
 			if _, err := e.disc.DiscoverTools(rpcCtx(t), &pb.DiscoverToolsRequest{Caller: supportCaller(), Intents: slices.Repeat(intents, 5)}); err == nil {
 				t.Fatal("10 intents accepted")
 			}
-			entries, raw := readLog(t, e.logPath)
+			entries, raw := readLog(t, e.dlog, e.logPath)
 			if len(entries) != len(reqs) {
 				t.Fatalf("%d log lines, want %d", len(entries), len(reqs))
 			}

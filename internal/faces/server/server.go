@@ -4,6 +4,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
@@ -95,6 +96,11 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 	g := &guard{auth: authn, agents: cfg.AgentTokens, lim: cfg.Limiter, trail: cfg.Trail, timeout: cfg.RPCTimeout, log: log,
 		refusals: ratelimit.New(ratelimit.Config{CallRate: MaxRefusalsAudited})}
 	opts := append([]grpc.ServerOption{
+		// Handlers run on a pool of long-lived goroutines (one per core)
+		// whose stacks stay grown, instead of a fresh goroutine per RPC
+		// growing its stack again in the lexical analyser; past the pool,
+		// grpc starts a goroutine as before.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(cfg.Metrics.UnaryInterceptor(), codec.unary, accessLog(log), g.unary, servingOnly(cfg.State)),

@@ -54,7 +54,14 @@ func (x *Index) Delete(context.Context, string) {}
 // IDs become SQL conditions of the nearest-neighbour query.
 func (x *Index) Search(ctx context.Context, query []float32, f retriever.Filter, k int) ([]retriever.Hit, error) {
 	q := postgres.VectorQuery{Model: x.model, Dim: x.dim, Tenant: f.Tenant, Vector: query, K: k}
-	if f.IDs != nil {
+	switch {
+	case f.Scopes != nil && f.IDs != nil && len(f.IDs) == 0:
+		return nil, nil
+	case f.Scopes != nil:
+		// The candidate set by the caller's scopes, tested in SQL: no list
+		// of IDs to send (the pipeline keeps only its candidates' hits).
+		q.Scopes = f.Scopes
+	case f.IDs != nil:
 		q.Keys = make([]cards.Key, 0, len(f.IDs))
 		for _, id := range f.IDs {
 			if key, ok := retriever.ParseDocID(id); ok && key.Tenant == f.Tenant {

@@ -268,3 +268,61 @@ func TestFilteredRecall(t *testing.T) {
 		t.Errorf("Discover = degraded %v, %d tools, first %+v", res.Degraded, len(res.Tools), res.Tools)
 	}
 }
+
+// TestScopesSelectLikeIDs: a restricted caller's candidates selected in SQL
+// by its scopes give the same hits as the list of their IDs, for scope sets
+// with exact scopes, "p:*" prefixes and "*", over cards with none, one or
+// several required scopes, beside another tenant's cards and a deprecated
+// card that the scopes would cover.
+func TestScopesSelectLikeIDs(t *testing.T) {
+	ctx := context.Background()
+	store := pgtest.Open(t, pgtest.Options{})
+	emb := embed.NewHashed(embed.DefaultDim)
+	required := [][]string{nil, {"billing:read"}, {"billing:write"}, {"crm:read"}, {"crm:read", "billing:read"},
+		{"support:write"}, {"billing:refunds:issue"}, {"crm:write", "support:write"}, {"ops"}}
+	cs := catalogue(300, 5, "acme")
+	for i := range cs {
+		cs[i].RequiredScopes = required[i%len(required)]
+	}
+	other := catalogue(40, 6, "globex")
+	putAll(t, store, append(slices.Clone(cs), other...))
+	old := cs[1]
+	old.Status = cards.StatusRevoked
+	putAll(t, store, []cards.Card{old})
+	idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
+	ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ret.Close()
+	qs, err := emb.Embed(ctx, []string{"refund an unpaid invoice", "list open tickets", "export the monthly report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scopes := range [][]string{{"billing:read"}, {"billing:*"}, {"billing:*", "crm:read"}, {"crm:*"}, {"ops", "support:write"}, {"nothing:here"}, {"*"}} {
+		ids := []string{}
+		for _, c := range cs {
+			if c.Key() != old.Key() && retriever.HoldsAll(scopes, c.RequiredScopes) {
+				ids = append(ids, retriever.DocID(c.Key()))
+			}
+		}
+		for _, k := range []int{5, 200} {
+			for qi, q := range qs {
+				want, err := idx.Search(ctx, q, retriever.Filter{Tenant: "acme", IDs: ids}, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := idx.Search(ctx, q, retriever.Filter{Tenant: "acme", IDs: ids, Scopes: scopes}, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(want) == 0 && len(ids) > 0 {
+					t.Fatalf("%v: no hits by IDs", scopes)
+				}
+				if !slices.EqualFunc(got, want, func(a, b retriever.Hit) bool { return a.ID == b.ID && a.Score == b.Score }) {
+					t.Fatalf("scopes %v, k %d, query %d: %d hits by scopes, %d by IDs\n got %v\nwant %v", scopes, k, qi, len(got), len(want), got, want)
+				}
+			}
+		}
+	}
+}

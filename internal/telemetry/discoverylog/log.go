@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,17 +72,42 @@ type Entry struct {
 // dropped as configured), e.g. to mirror it into PostgreSQL.
 type Sink interface{ Discovery(Entry) }
 
+// QueueLen is how many entries may wait for the log's writer. Append never
+// waits: past this many, an entry is dropped and counted (Dropped).
+const QueueLen = 4096
+
 // Log is an append-only JSON Lines file. Safe for concurrent use.
+//
+// Append only queues the entry: one writer goroutine hashes, encodes and
+// writes the entries in order, flushing whenever the queue runs empty, so a
+// discovery never waits for the file. Flush waits for what was queued
+// before it; Close writes everything queued, then syncs and closes.
 type Log struct {
-	mu    sync.Mutex
 	f     *os.File
 	w     *bufio.Writer
 	mode  QueryMode
 	key   []byte
 	sinks []Sink
+
+	mu      sync.RWMutex // guards closed against sends on a closed queue
+	closed  bool
+	queue   chan item
+	done    chan struct{} // closed when the writer has written everything
+	dropped atomic.Uint64
+
+	errMu sync.Mutex
+	err   error // the writer's first write error
 }
 
-// AddSink mirrors every later entry to s. Call before the log is shared.
+// item is one queued entry, or (flushed != nil) a flush marker.
+type item struct {
+	e              Entry
+	subject, query string
+	flushed        chan struct{}
+}
+
+// AddSink mirrors every later entry to s (from the writer goroutine, in
+// order). Call before the log is shared.
 func (l *Log) AddSink(s Sink) { l.sinks = append(l.sinks, s) }
 
 // Open opens (or creates) path for appending. key keys the HMAC that
@@ -95,7 +121,9 @@ func Open(path string, mode QueryMode, key []byte) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Log{f: f, w: bufio.NewWriter(f), mode: mode, key: key}, nil
+	l := &Log{f: f, w: bufio.NewWriter(f), mode: mode, key: key, queue: make(chan item, QueueLen), done: make(chan struct{})}
+	go l.run()
+	return l, nil
 }
 
 // LoadOrCreateKey reads the hashing key kept at path, creating a random one
@@ -132,44 +160,122 @@ func (l *Log) Hash(s string) string {
 	return hex.EncodeToString(m.Sum(nil)[:12])
 }
 
-// Append records one discovery. subject, query and e.Intents are given in
+// ErrClosed is Append's error after Close.
+var ErrClosed = errors.New("discovery log is closed")
+
+// Append queues one discovery. subject, query and e.Intents are given in
 // clear and recorded as the log's mode says (the subject is always hashed).
+// It never waits: when QueueLen entries are already waiting, the entry is
+// dropped and counted (Dropped).
 func (l *Log) Append(e Entry, subject, query string) error {
-	e.SubjectHash = l.Hash(subject)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	select {
+	case l.queue <- item{e: e, subject: subject, query: query}:
+	default:
+		l.dropped.Add(1)
+	}
+	return nil
+}
+
+// Dropped counts the entries Append dropped because the queue was full.
+func (l *Log) Dropped() uint64 { return l.dropped.Load() }
+
+// Flush waits until every entry queued before it is written to the file
+// (and handed to the sinks), and returns the first write error, if any.
+func (l *Log) Flush() error {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	l.queue <- item{flushed: done} // waits for room: a flush is not dropped
+	l.mu.RUnlock()
+	<-done
+	return l.writeErr()
+}
+
+// run is the writer: it writes every queued entry in order and flushes the
+// buffer whenever the queue runs empty (a line is small, and a crash should
+// lose no more than what was still queued). fsync is left to Close; the log
+// is telemetry.
+func (l *Log) run() {
+	defer close(l.done)
+	for it := range l.queue {
+		if it.flushed == nil {
+			l.write(it)
+		}
+		if len(l.queue) == 0 || it.flushed != nil {
+			l.setErr(l.w.Flush())
+		}
+		if it.flushed != nil {
+			close(it.flushed)
+		}
+	}
+	l.setErr(l.w.Flush())
+}
+
+func (l *Log) write(it item) {
+	e := it.e
+	e.SubjectHash = l.Hash(it.subject)
 	intents := e.Intents
 	e.Intents = nil
 	switch l.mode {
 	case QueryRaw:
-		e.Query = query
+		e.Query = it.query
 		e.Intents = intents
 	case QueryHash:
-		e.QueryHash = l.Hash(query)
+		e.QueryHash = l.Hash(it.query)
 		for _, in := range intents {
 			e.IntentHashes = append(e.IntentHashes, l.Hash(in))
 		}
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
-		return err
+		l.setErr(err)
+		return
 	}
 	for _, s := range l.sinks {
 		s.Discovery(e)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(append(b, '\n')); err != nil {
-		return err
-	}
-	// Flush per line: a line is small, and a crash must not lose a
-	// buffered tail. fsync is left to Close; the log is telemetry.
-	return l.w.Flush()
+	_, err = l.w.Write(append(b, '\n'))
+	l.setErr(err)
 }
 
-// Close flushes, syncs and closes the file.
+func (l *Log) setErr(err error) {
+	if err == nil {
+		return
+	}
+	l.errMu.Lock()
+	if l.err == nil {
+		l.err = err
+	}
+	l.errMu.Unlock()
+}
+
+func (l *Log) writeErr() error {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	return l.err
+}
+
+// Close writes every queued entry, then syncs and closes the file. It
+// returns the first write error, if any.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.w.Flush(); err != nil {
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	close(l.queue)
+	l.mu.Unlock()
+	<-l.done
+	if err := l.writeErr(); err != nil {
 		l.f.Close()
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,7 +143,10 @@ func TestAppendQueryModes(t *testing.T) {
 			if err := l.Append(entry, subject, query); err != nil {
 				t.Fatalf("Append: %v", err)
 			}
-			// Visible before Close: a line is flushed as it is appended.
+			// Visible before Close, once flushed.
+			if err := l.Flush(); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
 			got, raw := readEntries(t, path)
 			if len(got) != 1 || bytes.Count(raw, []byte("\n")) != 1 {
 				t.Fatalf("%d entries, %d newlines, want one line:\n%s", len(got), bytes.Count(raw, []byte("\n")), raw)
@@ -174,6 +178,9 @@ func TestAppendEmptySubject(t *testing.T) {
 	l, path := openLog(t, QueryRaw)
 	defer l.Close()
 	if err := l.Append(Entry{ID: "x", Tenant: "acme", Returned: []Returned{}}, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	_, raw := readEntries(t, path)
@@ -262,5 +269,68 @@ func TestOpenErrorsAndAppendAfterClose(t *testing.T) {
 	}
 	if err := l.Append(Entry{ID: "late"}, "", ""); err == nil {
 		t.Errorf("Append after Close returned no error")
+	}
+}
+
+// TestQueueKeepsEveryEntry: appends only queue; Close writes every queued
+// entry in order, and nothing is dropped while the queue has room.
+func TestQueueKeepsEveryEntry(t *testing.T) {
+	l, path := openLog(t, QueryRaw)
+	const n = QueueLen / 2
+	for i := range n {
+		if err := l.Append(Entry{ID: fmt.Sprint(i)}, "s", "q"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readEntries(t, path)
+	if len(got) != n || l.Dropped() != 0 {
+		t.Fatalf("%d entries, %d dropped; want %d, 0", len(got), l.Dropped(), n)
+	}
+	for i, e := range got {
+		if e.ID != fmt.Sprint(i) {
+			t.Fatalf("line %d is entry %s: out of order", i, e.ID)
+		}
+	}
+	if err := l.Flush(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Flush after Close: %v, want ErrClosed", err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close: %v, want ErrClosed", err)
+	}
+}
+
+// blockingSink holds the writer until released, so the queue fills.
+type blockingSink struct{ release chan struct{} }
+
+func (b blockingSink) Discovery(Entry) { <-b.release }
+
+// TestFullQueueDropsAndCounts: when the writer cannot keep up, Append does
+// not wait; what does not fit is dropped and counted, and everything that
+// was queued is still written.
+func TestFullQueueDropsAndCounts(t *testing.T) {
+	l, path := openLog(t, QueryOff)
+	sink := blockingSink{release: make(chan struct{})}
+	l.AddSink(sink)
+	const extra = 10
+	for i := range QueueLen + 1 + extra { // the writer holds one, the queue QueueLen
+		if err := l.Append(Entry{ID: fmt.Sprint(i)}, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The writer may not have taken the first entry yet: then one more
+	// was dropped.
+	if d := l.Dropped(); d != extra && d != extra+1 {
+		t.Fatalf("%d dropped, want %d (or %d)", d, extra, extra+1)
+	}
+	close(sink.release)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readEntries(t, path)
+	if uint64(len(got))+l.Dropped() != QueueLen+1+extra {
+		t.Fatalf("%d written + %d dropped, want %d appended", len(got), l.Dropped(), QueueLen+1+extra)
 	}
 }

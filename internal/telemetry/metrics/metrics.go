@@ -235,3 +235,15 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		return resp, err
 	}
 }
+
+// DiscoveryLogDropped exposes the discovery log's dropped entries
+// (discoverylog.Log.Dropped) as cardex_discovery_log_dropped_total. Call
+// once; a nil Metrics ignores it.
+func (m *Metrics) DiscoveryLogDropped(dropped func() uint64) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cardex_discovery_log_dropped_total",
+		Help: "Discovery log entries dropped because the log's writer queue was full."},
+		func() float64 { return float64(dropped()) }))
+}

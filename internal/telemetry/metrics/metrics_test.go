@@ -97,6 +97,7 @@ func TestSeriesOverHTTP(t *testing.T) {
 	m.Outcome("initech", true, false)
 	m.ImplicitMiss("acme")
 	m.ImplicitMiss("nobody")
+	m.DiscoveryLogDropped(func() uint64 { return 7 })
 
 	call := m.UnaryInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: "/cardex.v1.DiscoveryService/DiscoverTools"}
@@ -121,6 +122,7 @@ func TestSeriesOverHTTP(t *testing.T) {
 		want   float64
 	}{
 		{"cardex_discoveries_total", map[string]string{"tenant": "acme"}, 2},
+		{"cardex_discovery_log_dropped_total", nil, 7},
 		{"cardex_discoveries_total", map[string]string{"tenant": "globex"}, 1},
 		{"cardex_discoveries_total", map[string]string{"tenant": other}, 2}, // nobody, initech
 		{"cardex_discoveries_total", map[string]string{"tenant": "nobody"}, -1},
@@ -208,6 +210,7 @@ func TestNil(t *testing.T) {
 	m.Discovery("acme", &retriever.Result{}, time.Millisecond)
 	m.Outcome("acme", true, false)
 	m.ImplicitMiss("acme")
+	m.DiscoveryLogDropped(func() uint64 { return 1 })
 	m.FollowCatalog(t.Context(), nil, nil, time.Second, nil)
 	want := errors.New("handler error")
 	_, err := m.UnaryInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) { return nil, want })

@@ -1,0 +1,296 @@
+package retriever
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"unsafe"
+)
+
+// The indexes' parts of a snapshot (snapshot.go): what a restart would
+// otherwise rebuild by analysing every card and reading every vector.
+
+// writeSnapshot writes the lexical index: its field names (a snapshot of
+// other fields is not loaded), the docs with their tenants and field
+// lengths, the free doc numbers, and every term's postings.
+func (x *LexicalIndex) writeSnapshot(w *snapWriter) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	w.uint(uint64(len(x.fields)))
+	for _, f := range x.fields {
+		w.str(f.name)
+	}
+	w.uint(uint64(len(x.tenantNo)))
+	for name, no := range x.tenantNo {
+		w.str(name)
+		w.uint(uint64(no))
+	}
+	w.uint(uint64(len(x.docs)))
+	for i := range x.docs {
+		d := &x.docs[i]
+		w.str(d.id)
+		w.uint(uint64(d.tenant))
+		for f := range x.fields {
+			w.uint(uint64(d.n[f]))
+		}
+	}
+	w.uint(uint64(len(x.free)))
+	for _, n := range x.free {
+		w.uint(uint64(n))
+	}
+	w.uint(uint64(len(x.postings)))
+	for term, ps := range x.postings {
+		w.str(term)
+		w.uint(uint64(len(ps)))
+		prev := uint32(0)
+		for _, p := range ps {
+			w.uint(uint64(p.doc - prev)) // in doc order: deltas
+			prev = p.doc
+			var mask uint64
+			for f := range x.fields {
+				if p.tf[f] != 0 {
+					mask |= 1 << f
+				}
+			}
+			w.uint(mask)
+			for f := range x.fields {
+				if p.tf[f] != 0 {
+					w.uint(uint64(p.tf[f]))
+				}
+			}
+		}
+	}
+}
+
+// fieldList are the names of the index's fields, in order.
+func (x *LexicalIndex) fieldList() []string {
+	out := make([]string, len(x.fields))
+	for i, f := range x.fields {
+		out[i] = f.name
+	}
+	return out
+}
+
+// readSnapshot fills an empty index from r. It fails on a snapshot of
+// other fields (the analysis it holds is not this index's).
+func (x *LexicalIndex) readSnapshot(r *snapReader) error {
+	nf := r.count(1)
+	names := make([]string, 0, nf)
+	for range nf {
+		names = append(names, r.str())
+	}
+	if r.err == nil && !slices.Equal(names, x.fieldList()) {
+		return fmt.Errorf("snapshot of the lexical fields %v, not %v", names, x.fieldList())
+	}
+	docs := []lexDoc{}
+	byID := map[string]uint32{}
+	postings := map[string][]posting{}
+	tenantNo := map[string]uint32{}
+	byNo := map[uint32]string{}
+	for range r.count(2) {
+		name, no := r.str(), uint32(r.uint())
+		tenantNo[name], byNo[no] = no, name
+	}
+	nd := r.count(2 + nf)
+	docs = make([]lexDoc, nd)
+	for i := range docs {
+		d := &docs[i]
+		d.id, d.tenant = r.str(), uint32(r.uint())
+		for f := range nf {
+			d.n[f] = int32(r.uint())
+		}
+		if d.id != "" {
+			if _, ok := byNo[d.tenant]; !ok {
+				r.fail()
+			}
+			byID[d.id] = uint32(i)
+		}
+	}
+	free := make([]uint32, r.count(1))
+	for i := range free {
+		if free[i] = uint32(r.uint()); int(free[i]) >= nd {
+			r.fail()
+		}
+	}
+	for range r.count(2) {
+		term := r.str()
+		ps := make([]posting, r.count(2))
+		doc := uint32(0)
+		for j := range ps {
+			doc += uint32(r.uint())
+			mask := r.uint()
+			if int(doc) >= nd || docs[doc].id == "" || mask>>nf != 0 {
+				r.fail()
+				break
+			}
+			ps[j].doc = doc
+			for f := range nf {
+				if mask&(1<<f) != 0 {
+					ps[j].tf[f] = uint16(r.uint())
+				}
+			}
+			docs[doc].terms = append(docs[doc].terms, term)
+		}
+		if r.err != nil {
+			break
+		}
+		postings[term] = ps
+	}
+	if r.err != nil {
+		return r.err
+	}
+	tenants := map[string]*lexTenant{}
+	for i := range docs {
+		d := &docs[i]
+		if d.id == "" {
+			continue
+		}
+		name := byNo[d.tenant]
+		t := tenants[name]
+		if t == nil {
+			t = &lexTenant{no: d.tenant}
+			tenants[name] = t
+		}
+		t.docs++
+		for f, v := range d.n {
+			t.sum[f] += int64(v)
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.version++
+	x.docs, x.free, x.byID, x.postings, x.tenants, x.tenantNo = docs, free, byID, postings, tenants, tenantNo
+	return nil
+}
+
+// writeSnapshot writes every tenant's rows: IDs, float vectors, codes and
+// their quantisation.
+func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w.uint(uint64(m.dim))
+	w.uint(uint64(len(m.tenants)))
+	for name, t := range m.tenants {
+		w.str(name)
+		w.uint(uint64(len(t.ids)))
+		for _, id := range t.ids {
+			w.str(id)
+		}
+		w.align4()
+		for _, c := range t.vecs.chunks {
+			w.floats(c)
+		}
+		w.int8s(t.codes)
+		for _, q := range t.quant {
+			w.f32(q.scale)
+			w.f32(q.codeN)
+			w.f32(q.errN2)
+			w.f32(q.errNI)
+		}
+	}
+}
+
+// floatRegion is where a tenant's float vectors lie in a snapshot file:
+// count float32s from byte offset at.
+type floatRegion struct {
+	t     *tenantVectors
+	at    int64
+	count int
+}
+
+// readSnapshot fills an empty store from r, all but the float vectors,
+// whose places in the file it returns: they are mapped, or read, once the
+// whole snapshot is checked (placeFloats).
+func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
+	if dim := r.uint(); r.err == nil && dim != uint64(m.dim) {
+		return nil, fmt.Errorf("snapshot of %d-dimensional vectors, not %d", dim, m.dim)
+	}
+	var regions []floatRegion
+	pad := quantPad(m.dim)
+	tenants := map[string]*tenantVectors{}
+	owner := map[string]string{}
+	for range r.count(2) {
+		name := r.str()
+		n := r.count(1 + 4*m.dim + pad + 16)
+		t := &tenantVectors{ids: make([]string, n), index: make(map[string]int, n), vecs: floatRows{dim: m.dim}}
+		for i := range t.ids {
+			id := r.str()
+			if _, dup := owner[id]; dup {
+				r.fail()
+			}
+			t.ids[i], t.index[id], owner[id] = id, i, name
+		}
+		r.align4()
+		regions = append(regions, floatRegion{t: t, at: r.skip(4 * int64(n) * int64(m.dim)), count: n * m.dim})
+		t.codes = r.int8s(n * pad)
+		t.quant = make([]rowQuant, n)
+		for i := range t.quant {
+			t.quant[i] = rowQuant{scale: r.f32(), codeN: r.f32(), errN2: r.f32(), errNI: r.f32()}
+			if t.isWild(i) {
+				t.wild++
+			}
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if n > 0 {
+			tenants[name] = t
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.version++
+	m.tenants, m.owner = tenants, owner
+	return regions, nil
+}
+
+// placeFloats gives the tenants read by readSnapshot their float vectors
+// from the checked snapshot file f: a private mapping of it where the
+// system has one (mapFile), else copies read into the heap.
+func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(regions) == 0 {
+		return nil
+	}
+	if data, err := mapFile(f); err == nil {
+		m.mapped = data
+		for _, g := range regions {
+			flat := unsafe.Slice((*float32)(unsafe.Pointer(&data[g.at])), g.count)
+			g.t.vecs = fromFlat(m.dim, g.count/m.dim, flat)
+		}
+		return nil
+	}
+	for _, g := range regions {
+		b := make([]byte, 4*g.count)
+		if _, err := f.ReadAt(b, g.at); err != nil {
+			return err
+		}
+		flat := make([]float32, g.count)
+		for i := range flat {
+			flat[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		g.t.vecs = fromFlat(m.dim, g.count/m.dim, flat)
+	}
+	return nil
+}
+
+// release unmaps the snapshot the vectors were mapped from; the store is
+// empty afterwards. Call when nothing searches it any more (Retriever.Close).
+func (m *MemoryVectors) release() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mapped == nil {
+		return nil
+	}
+	m.tenants, m.owner = map[string]*tenantVectors{}, map[string]string{}
+	m.version++
+	data := m.mapped
+	m.mapped = nil
+	return unmapFile(data)
+}

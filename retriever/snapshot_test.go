@@ -1,0 +1,220 @@
+package retriever_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/cards/synth"
+	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/retriever"
+)
+
+// readCountingStore counts the embeddings a retriever reads from the store.
+type readCountingStore struct {
+	cards.Store
+	read atomic.Int64
+}
+
+func (s *readCountingStore) Embeddings(ctx context.Context, model string, keys []cards.Key) (map[cards.Key]cards.Embedding, error) {
+	s.read.Add(int64(len(keys)))
+	return s.Store.Embeddings(ctx, model, keys)
+}
+
+// answers is every answer of a retriever to the synthetic queries, for an
+// admin and a restricted caller, as text: tools, scores to the bit, flags.
+func answers(t *testing.T, r *retriever.Retriever) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range []retriever.Caller{{Tenant: acme, Subject: "admin", Scopes: []string{"*"}}, {Tenant: acme, Subject: "agent", Scopes: synth.RestrictedScopes}} {
+		for _, q := range synth.Queries(25, 3) {
+			res, err := r.Discover(context.Background(), retriever.Request{Caller: c, Query: q, TopK: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %q %d %v %v:", c.Subject, q, res.CandidateCount, res.LowConfidence, res.Abstained)
+			for _, tl := range res.Tools {
+				s := tl.Scores
+				fmt.Fprintf(&b, " %s/%s %x %x %x %v", tl.Card.Server, tl.Card.Name, math.Float64bits(s.Score), math.Float64bits(s.Lexical), math.Float64bits(s.Semantic), s.Fields)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// TestSnapshotRestart: a retriever with a snapshot writes it at Close; the
+// next one loads it and answers exactly as one built from the store alone,
+// without reading a single vector from the store. A snapshot that is stale
+// (the store moved on), corrupt, truncated, of other lexical fields or of
+// another embedder is not used, and the answers are still exact.
+func TestSnapshotRestart(t *testing.T) {
+	ctx := context.Background()
+	dir, st, cs := synthStore(t, 400, 5)
+	if _, err := st.AddLearned(ctx, cs[0].Key(), "phrase learned from use"); err != nil {
+		t.Fatal(err)
+	}
+	emb := embed.MustBuiltin()
+	snap := filepath.Join(dir, "retriever.snap")
+	open := func(store cards.Store, opts ...retriever.Option) (*retriever.Retriever, string) {
+		t.Helper()
+		var logs bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		r, err := retriever.New(ctx, store, emb, log, append([]retriever.Option{retriever.WithSnapshot(snap)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, logs.String()
+	}
+	reference := func() string { // from the store alone
+		t.Helper()
+		r, err := retriever.New(ctx, st, emb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		return answers(t, r)
+	}
+
+	// The first start has no snapshot; its Close writes one.
+	r, _ := open(st)
+	want := answers(t, r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(snap); err != nil {
+		t.Fatalf("no snapshot after Close: %v", err)
+	}
+	if want != reference() {
+		t.Fatal("a retriever with a snapshot path answers differently from one without")
+	}
+
+	// Loaded: the same answers, and no vector read from the store.
+	counting := &readCountingStore{Store: st}
+	r, logs := open(counting)
+	if !strings.Contains(logs, "snapshot loaded") || counting.read.Load() != 0 {
+		t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.read.Load(), logs)
+	}
+	if got := answers(t, r); got != want {
+		t.Fatal("answers after loading the snapshot differ")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	good, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		spoil  func()
+		opts   []retriever.Option
+		reason string
+	}{
+		{"corrupt", func() {
+			bad := bytes.Clone(good)
+			bad[len(bad)/2] ^= 0x40
+			must(t, os.WriteFile(snap, bad, 0o600))
+		}, nil, "corrupt"},
+		{"truncated", func() { must(t, os.WriteFile(snap, good[:len(good)*2/3], 0o600)) }, nil, "corrupt"},
+		{"empty", func() { must(t, os.WriteFile(snap, nil, 0o600)) }, nil, "corrupt"},
+		{"other fields", func() { must(t, os.WriteFile(snap, good, 0o600)) },
+			[]retriever.Option{retriever.WithLexicalWeights(retriever.LexicalWeights{Name: 1, Summary: 1})}, "lexical fields"},
+		{"stale", func() {
+			must(t, os.WriteFile(snap, good, 0o600))
+			changed := cs[1]
+			changed.Summary = "a summary changed after the snapshot was written"
+			put(t, st, changed)
+			if err := st.Delete(ctx, cs[2].Key(), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "stale"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spoil()
+			want := reference()
+			if len(tc.opts) > 0 {
+				ref, err := retriever.New(ctx, st, emb, nil, tc.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = answers(t, ref)
+				ref.Close()
+			}
+			r, logs := open(st, tc.opts...)
+			defer r.Close()
+			if !strings.Contains(logs, "snapshot not used") || !strings.Contains(logs, tc.reason) {
+				t.Fatalf("the %s snapshot was not refused for %q; log:\n%s", tc.name, tc.reason, logs)
+			}
+			if got := answers(t, r); got != want {
+				t.Fatalf("answers with a %s snapshot differ from the store's", tc.name)
+			}
+		})
+	}
+}
+
+// TestSnapshotThenChanges: a view loaded from a snapshot (its floats
+// mapped from the file) takes later changes — replaced, deleted and new
+// cards, in a tenant of the snapshot — and answers as a view built from the
+// store; its own Close writes the next snapshot over the mapped one.
+func TestSnapshotThenChanges(t *testing.T) {
+	ctx := context.Background()
+	dir, st, cs := synthStore(t, 600, 8)
+	emb := embed.MustBuiltin()
+	snap := retriever.WithSnapshot(filepath.Join(dir, "retriever.snap"))
+	r, err := retriever.New(ctx, st, emb, nil, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, r.Close())
+	for round := range 2 {
+		r, err := retriever.New(ctx, st, emb, nil, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := cs[10+round]
+		changed.Summary = fmt.Sprintf("replaced after the snapshot, round %d", round)
+		fresh := synth.Catalogue(700+round, 9, acme)[600+round:] // cards the catalogue did not have
+		put(t, st, append([]cards.Card{changed}, fresh...)...)
+		must(t, st.Delete(ctx, cs[20+round].Key(), 0))
+		must(t, r.Sync(ctx))
+		ref, err := retriever.New(ctx, st, emb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := answers(t, r), answers(t, ref); got != want {
+			t.Fatalf("round %d: answers after changes to a loaded snapshot differ from the store's", round)
+		}
+		must(t, ref.Close())
+		must(t, r.Close())
+		must(t, r.Close()) // a second Close writes nothing
+	}
+}
+
+// synthStore is an embedded store in a fresh directory holding n synthetic
+// cards of tenant acme (closed at the end of the test).
+func synthStore(t *testing.T, n int, seed int64) (string, cards.Store, []cards.Card) {
+	t.Helper()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	t.Cleanup(func() { _ = st.Close() })
+	cs := synth.Catalogue(n, seed, acme)
+	put(t, st, cs...)
+	return dir, st, cs
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
