@@ -105,6 +105,10 @@ func ToCards(doc *openapi3.T, tenant, server string) ([]cards.Card, []Skipped, e
 	return out, skipped, nil
 }
 
+// DeprecatedNotice is what a deprecated operation's card says when its
+// description gives no notice of its own.
+const DeprecatedNotice = "Deprecated: the API marks this operation deprecated."
+
 var notName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
 // Name is the card name of an operation: its operationId, or method and
@@ -137,7 +141,13 @@ func (r *resolver) card(doc *openapi3.T, tenant, server, path, method string, it
 	if summary == "" {
 		summary = method + " " + path
 	}
-	c.Summary = mcpimport.Cut(summary, cards.MaxSummaryLen)
+	// A deprecated operation says so where a model reads first (the
+	// summary) and in when_not_to_use, and is tagged (ranked lower).
+	notice := mcpimport.Deprecation(op.Description)
+	if notice == "" && op.Deprecated {
+		notice = DeprecatedNotice
+	}
+	c.Summary = mcpimport.WithNotice(summary, notice)
 	if d := cards.Sanitize(op.Description); d != "" && d != c.Summary {
 		c.Description = mcpimport.Cut(d, cards.MaxDescriptionLen)
 	}
@@ -146,8 +156,9 @@ func (r *resolver) card(doc *openapi3.T, tenant, server, path, method string, it
 			c.Tags = append(c.Tags, t)
 		}
 	}
-	if op.Deprecated {
-		c.Tags = append(c.Tags, "deprecated")
+	if notice != "" {
+		c.Tags = append(c.Tags, cards.TagDeprecated)
+		c.WhenNotToUse = mcpimport.Cut(notice, cards.MaxWhenNotToUseLen)
 	}
 	c.Annotations = annotations(method)
 

@@ -345,3 +345,31 @@ func TestUpstream(t *testing.T) {
 		t.Fatalf("the suggested entry does not validate: %v", err)
 	}
 }
+
+// TestDeprecatedOperation: an operation marked deprecated says so in its
+// summary and when_not_to_use, and carries the deprecated tag (which ranks
+// it below its replacement).
+func TestDeprecatedOperation(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /v1/things:
+    get: {operationId: listThingsV1, summary: List the things., deprecated: true, responses: {"200": {description: ok}}}
+  /v2/things:
+    get: {operationId: listThings, summary: List the things., responses: {"200": {description: ok}}}
+`
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, _, err := openapiimport.ToCards(doc, "acme", "things")
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("%v %v", cs, err)
+	}
+	for _, c := range cs {
+		dep := c.Name == "listThingsV1"
+		if c.Deprecated() != dep || strings.Contains(c.Summary, "Deprecated") != dep || (c.WhenNotToUse != "") != dep {
+			t.Errorf("%s: summary %q, when_not_to_use %q, tags %v", c.Name, c.Summary, c.WhenNotToUse, c.Tags)
+		}
+	}
+}
