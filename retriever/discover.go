@@ -424,7 +424,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		// Confidence is a tool's own evidence, set before the server lift
 		// re-ranks the list (the lift never changes the list's best).
 		t1 := time.Now()
-		fused = r.confident(fused)
+		fused = demoteDeprecated(r.confident(fused))
 		if !req.Mode.single() {
 			fused = liftServers(fused, r.serverLift(cs, parts, fused))
 		}
