@@ -142,6 +142,11 @@ func (r *Retriever) Authorize(ctx context.Context, c Caller, name, server string
 			Message: fmt.Sprintf("tool %q is ambiguous: name a server (one of %s)", name, strings.Join(amb, ", "))}, nil
 	}
 	out := Authorization{Key: e.card.Key(), Version: e.card.Version}
+	// Validation is bounded work (cards.Schema.Validate), but not free: a
+	// caller that has gone, or whose deadline passed, gets none of it.
+	if err := ctx.Err(); err != nil {
+		return Authorization{}, err
+	}
 	if v := argumentViolations(e, args); len(v) > 0 {
 		out.Decision, out.Violations = DenyInvalidArguments, v
 		out.Message = "arguments do not match the input schema of " + e.card.Server + "/" + e.card.Name

@@ -447,6 +447,10 @@ func TestRefusals(t *testing.T) {
 		{"not an MCP tool", "call_tool", map[string]any{"name": "get_invoice"}, "is a rest_operation card, and this server calls none"},
 		{"unknown meta-tool argument", "call_tool", map[string]any{"name": "read_file", "args": map[string]any{}}, "invalid arguments for call_tool"},
 		{"query too long", "search_tools", map[string]any{"query": strings.Repeat("q", 201)}, "query: is 201 characters; the limit is 200"},
+		// Numbers the schema validator would read as million-digit rationals
+		// are refused before it runs.
+		{"huge exponents", "call_tool", map[string]any{"name": "read_file", "arguments": json.RawMessage(`{"path":[` + strings.TrimSuffix(strings.Repeat("1e999999,", 2500), ",") + `]}`)},
+			"at '/path/0': the number's exponent is 999999; the limit is ±400"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, text := call(t, cs, tc.tool, tc.args)
