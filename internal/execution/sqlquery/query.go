@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seed0cff8200/cardex/internal/codec/pgjson"
@@ -333,6 +334,12 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 	deadline := start.Add(r.timeout)
 	setup := fmt.Sprintf("BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = %d; %s",
 		r.timeout.Milliseconds(), pgjson.Settings)
+	// No message larger than a result may be is read at all: a row is one
+	// message, read whole before any of it can be looked at, so without
+	// this a single 120 MB value costs 120 MB (and its JSON as much again)
+	// before the byte limit could cut it. A larger message ends the read
+	// with an error that closes the connection (fetched says byte_limit).
+	r.pc.Frontend().SetMaxBodyLen(maxMessage(r.maxBytes))
 	r.began = true
 	if _, err := r.pc.Exec(ctx, setup).ReadAll(); err != nil {
 		return Result{}, err
@@ -393,7 +400,14 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 					}
 					row = append(row, names[i]...)
 					row = append(row, ':')
+					// Room for the value's JSON at once (at most 6 bytes a
+					// byte of its text, \u0001): growing a large slice step
+					// by step allocates several times its final size.
+					row = slices.Grow(row, 6*len(v)+8)
 					row = types[i].AppendValue(row, v)
+					if int64(len(rows)+len(row)+2) > r.maxBytes {
+						break // the row cannot fit: encode no more of it
+					}
 				}
 				row = append(row, '}')
 				if int64(len(rows)+len(row)+2) > r.maxBytes {
@@ -418,6 +432,10 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 				res.IncompleteReason = IncompleteTimeout
 				break
 			}
+			if tooLarge := (*pgproto3.ExceededMaxBodyLenErr)(nil); errors.As(ferr, &tooLarge) {
+				res.IncompleteReason = IncompleteByteLimit // the rows before it are kept
+				break
+			}
 			return Result{}, classify(ferr)
 		}
 		if stop != "" {
@@ -431,6 +449,15 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 	}
 	res.Rows = append(rows, ']')
 	return res, nil
+}
+
+// maxMessage is the largest protocol message a query with the byte limit
+// maxBytes reads: a row whose text is longer cannot fit in the result as
+// JSON (which is longer than the text, but for bytea: base64 is 2/3 of its
+// hex text, so such a row is cut a little early), plus room for the
+// messages that are not rows.
+func maxMessage(maxBytes int64) int {
+	return int(min(maxBytes, 1<<30-1<<16)) + 1<<16
 }
 
 // isTimeout reports whether err is the statement timeout (or the deadline
