@@ -483,10 +483,9 @@ func scopingOf(plan catalogsync.Plan) scoping {
 		}
 	}
 	all := plan.Server + ":*"
-	sc.HowToOpen = fmt.Sprintf("a caller may use a card once its token, JWT or stated scopes hold every required scope of the card; "+
-		"grant %s%s to callers that may read, %s%s to those that may change, %s%s to those that may destroy, or %s for all of them; "+
-		"import with --scopes to require other scopes", plan.Server, catalogsync.ReadSuffix, plan.Server, catalogsync.WriteSuffix,
-		plan.Server, catalogsync.AdminSuffix, all)
+	sc.HowToOpen = fmt.Sprintf("grant %s%s to the callers that may read, %s%s to those that may change, %s%s to those that may destroy "+
+		"(%s for all of them) in their tokens, JWTs or stated scopes; or import with --scopes to require other scopes",
+		plan.Server, catalogsync.ReadSuffix, plan.Server, catalogsync.WriteSuffix, plan.Server, catalogsync.AdminSuffix, all)
 	return sc
 }
 
@@ -501,8 +500,8 @@ func (sc scoping) print(f *importFlags) {
 		if f.dryRun {
 			verb = "would get"
 		}
-		fmt.Fprintf(os.Stderr, "scoped: %d cards name no scope of their own (and no --scopes was given): they %s the server's default, %s.\n"+
-			"  No caller can use them until it holds the scope: %s.\n", n, verb, strings.Join(parts, ", "), sc.HowToOpen)
+		fmt.Fprintf(os.Stderr, "scoped: %d cards name no scope of their own and no --scopes was given: they %s the server's default scopes, %s.\n"+
+			"  No caller can use them until it holds the scope. To open them, %s.\n", n, verb, strings.Join(parts, ", "), sc.HowToOpen)
 	}
 	if len(sc.Open) > 0 {
 		fmt.Fprintf(os.Stderr, "warning: %d cards require no scope, so every caller of tenant %s can use them: %s (--override-scopes gives them --scopes or the server's default)\n",
