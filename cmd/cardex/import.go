@@ -16,6 +16,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
 	"github.com/seed0cff8200/cardex/internal/codec/cardjson"
+	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
@@ -38,6 +39,9 @@ type importFlags struct {
 	overrideScopes, reactivate, dryRun bool
 	enrich                             bool
 	llm                                llmFlags // enrich.go
+	// roleCheck is what an SQL import found its role may do beyond
+	// reading (nil for other imports).
+	roleCheck *[]sqlquery.RoleFinding
 }
 
 func (f *importFlags) register(cmd *cobra.Command) {
@@ -406,15 +410,16 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 			Fields      []string `json:"fields,omitempty"`
 		}
 		out := struct {
-			Tenant      string              `json:"tenant"`
-			Server      string              `json:"server"`
-			DryRun      bool                `json:"dry_run"`
-			Changes     []change            `json:"changes"`
-			Counts      map[string]int      `json:"counts"`
-			Skipped     []mcpimport.Skipped `json:"skipped,omitempty"`
-			ServerEntry *serverChange       `json:"server_entry,omitempty"`
-			Scoping     scoping             `json:"scoping"`
-		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}, Scoping: sc}
+			Tenant      string                  `json:"tenant"`
+			Server      string                  `json:"server"`
+			DryRun      bool                    `json:"dry_run"`
+			Changes     []change                `json:"changes"`
+			Counts      map[string]int          `json:"counts"`
+			Skipped     []mcpimport.Skipped     `json:"skipped,omitempty"`
+			ServerEntry *serverChange           `json:"server_entry,omitempty"`
+			Scoping     scoping                 `json:"scoping"`
+			RoleCheck   *[]sqlquery.RoleFinding `json:"role_check,omitempty"`
+		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}, Scoping: sc, RoleCheck: f.roleCheck}
 		for _, c := range plan.Changes {
 			out.Changes = append(out.Changes, change{Action: string(c.Action), Card: cardjson.From(&c.Card), Fields: c.Fields})
 		}

@@ -188,6 +188,7 @@ func serveCmd() *cobra.Command {
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
+			go agentSurfaces.CheckSQLRoles(ctx) // logs what an SQL upstream's role may do beyond reading
 			sf.start(ctx, ret, emb, syncEvery, log)
 			go met.FollowCatalog(ctx, ret, store, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,

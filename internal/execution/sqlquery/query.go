@@ -86,8 +86,9 @@ type Pools struct {
 	cfg upstream.Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	pools map[string]*pool
+	mu     sync.Mutex
+	pools  map[string]*pool
+	closed bool
 }
 
 type pool struct {
@@ -128,6 +129,7 @@ func (p *Pools) Len() int {
 func (p *Pools) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for k, pl := range p.pools {
 		pl.p.Close()
 		delete(p.pools, k)
@@ -140,6 +142,9 @@ func (p *Pools) pool(u upstream.Upstream) (*pool, error) {
 	defer p.mu.Unlock()
 	if pl := p.pools[key]; pl != nil {
 		return pl, nil
+	}
+	if p.closed {
+		return nil, errors.New("the SQL upstreams are closed")
 	}
 	url, err := u.SQL.ConnString()
 	if err != nil {

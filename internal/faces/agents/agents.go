@@ -217,6 +217,13 @@ func (s *Surfaces) Serve() {
 	}()
 }
 
+// CheckSQLRoles checks the role of every SQL upstream and logs what it may
+// do beyond reading, with what to revoke (sqlquery.CheckRole). Run it in
+// the background at start: a database may be slow or down.
+func (s *Surfaces) CheckSQLRoles(ctx context.Context) map[string][]sqlquery.RoleFinding {
+	return s.sql.CheckRoles(ctx)
+}
+
 // Err delivers a failure of the /mcp listener.
 func (s *Surfaces) Err() <-chan error { return s.errc }
 
