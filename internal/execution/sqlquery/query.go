@@ -255,8 +255,13 @@ func textValue(raw json.RawMessage) ([]byte, error) {
 // a *Refusal when the query was not run (or the database refused it as a
 // write), an *SQLError when it failed, an *upstream.CallError when the
 // database could not be reached, and otherwise the rows, complete or cut at
-// a limit.
-func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMessage) (Result, error) {
+// a limit. closed are relations (SQL names, schema-qualified) that no query
+// may read — views whose cards are revoked or pending: while the query role
+// may still SELECT any of them, no query runs (RefusedClosedView). A query
+// cannot be checked for the relations it reads (views read other views,
+// functions read tables), so the database's grants decide, checked in the
+// query's own transaction.
+func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMessage, closed ...string) (Result, error) {
 	u, ok := p.cfg.Find(tenant, server)
 	if !ok || u.SQL == nil {
 		return Result{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: server}
@@ -290,7 +295,7 @@ func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMe
 		return Result{}, &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: connectError(err)}
 	}
 	r := run{pc: conn.Conn().PgConn(), pl: pl, conn: conn.Conn(), timeout: timeout,
-		maxRows: u.SQL.RowLimit(), maxBytes: u.SQL.ByteLimit()}
+		maxRows: u.SQL.RowLimit(), maxBytes: u.SQL.ByteLimit(), closed: closed}
 	res, err := r.query(ctx, st, values)
 	if !r.end() {
 		_ = conn.Conn().Close(context.Background()) // never reused in an unknown state
@@ -331,6 +336,7 @@ type run struct {
 	timeout  time.Duration
 	maxRows  int
 	maxBytes int64
+	closed   []string
 	began    bool
 }
 
@@ -347,6 +353,9 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 	r.pc.Frontend().SetMaxBodyLen(maxMessage(r.maxBytes))
 	r.began = true
 	if _, err := r.pc.Exec(ctx, setup).ReadAll(); err != nil {
+		return Result{}, err
+	}
+	if err := r.checkClosed(ctx); err != nil {
 		return Result{}, err
 	}
 	// One statement only: the extended protocol refuses a second one, and
@@ -463,6 +472,39 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 // messages that are not rows.
 func maxMessage(maxBytes int64) int {
 	return int(min(maxBytes, 1<<30-1<<16)) + 1<<16
+}
+
+// checkClosed refuses the query when the role may read a closed relation
+// (one that exists and on which it holds SELECT, on the whole or a column).
+func (r *run) checkClosed(ctx context.Context) error {
+	if len(r.closed) == 0 {
+		return nil
+	}
+	var arr bytes.Buffer // a text[] literal
+	arr.WriteByte('{')
+	for i, n := range r.closed {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		arr.WriteString(`"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(n) + `"`)
+	}
+	arr.WriteByte('}')
+	res := r.pc.ExecParams(ctx, `SELECT n FROM unnest($1::text[]) AS n
+		WHERE pg_catalog.to_regclass(n) IS NOT NULL AND pg_catalog.has_any_column_privilege(pg_catalog.to_regclass(n), 'SELECT')`,
+		[][]byte{arr.Bytes()}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return res.Err
+	}
+	if len(res.Rows) == 0 {
+		return nil
+	}
+	ref := refuse(RefusedClosedView, "this database's query card is not available: a view of it whose card is not active "+
+		"(revoked or pending) can still be read by the query role; an administrator must revoke SELECT on it in the database, "+
+		"or activate its card again")
+	for _, row := range res.Rows {
+		ref.Relations = append(ref.Relations, string(row[0]))
+	}
+	return ref
 }
 
 // isTimeout reports whether err is the statement timeout (or the deadline

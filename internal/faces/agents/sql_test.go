@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/execution/gateway"
+	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
+	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/sources/sqlimport"
@@ -307,4 +311,69 @@ func TestSQLThroughMCP(t *testing.T) {
 func jsonNum(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestSQLRevokedViewUnreadable: a view card the platform team revoked (or
+// left pending) must not be readable through SERVER/query. The gateway
+// checked the scopes of active view cards only, so a revoked view was read
+// like any table. Now, while the query role may still SELECT a view whose
+// card is not active, the query card refuses to run, and says what to do;
+// once the view is gone (or unreadable), queries run again.
+func TestSQLRevokedViewUnreadable(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NativeURL(t)
+	s := pgtest.Inventory(t, url)
+	dir := t.TempDir()
+	st, err := embedded.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	importInventory(t, ctx, st, url, s)
+	ret, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ret.Close() })
+	cfg := upstream.Config{Upstreams: []upstream.Upstream{{Server: "inventory", SQL: &upstream.SQL{DatabaseURL: url}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pools := sqlquery.New(cfg, nil)
+	t.Cleanup(pools.Close)
+	gw := &gateway.Gateway{Retriever: ret, SQL: pools}
+	caller := retriever.Caller{Tenant: "acme", Subject: "oncall", Scopes: []string{"inventory:read"}}
+	query := func(sql string) (gateway.CallResult, error) {
+		args, _ := json.Marshal(map[string]any{"sql": strings.ReplaceAll(sql, "S.", s+".")})
+		return gw.Call(ctx, caller, gateway.Origin{Via: gateway.ViaGRPC}, "query", "inventory", args)
+	}
+	if res, err := query("SELECT count(*) AS n FROM S.service_owners"); err != nil || res.Query == nil || res.Query.RowCount != 1 {
+		t.Fatalf("before: %+v %v", res, err)
+	}
+
+	// The platform team revokes the owners' view (e-mail addresses).
+	owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners.Status = cards.StatusRevoked
+	if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ret.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"SELECT oncall_email FROM S.service_owners", "SELECT count(*) AS n FROM S.teams"} {
+		_, err := query(sql)
+		var d *gateway.Denial
+		if !errors.As(err, &d) || d.Outcome != gateway.OutcomeDeniedClosedView || !strings.Contains(d.Message, "not active") || strings.Contains(d.Message, "service_owners") {
+			t.Fatalf("%s with a revoked view still readable: %v", sql, err)
+		}
+	}
+	// The view is dropped from the database (or SELECT on it revoked): the
+	// revoked card no longer blocks the others.
+	pgtest.Exec(t, url, "DROP VIEW "+s+".service_owners")
+	if res, err := query("SELECT count(*) AS n FROM S.teams"); err != nil || res.Query == nil || res.Query.RowCount != 1 {
+		t.Fatalf("after the view is gone: %+v %v", res, err)
+	}
 }
