@@ -1,7 +1,8 @@
 // Package faces groups what callers talk to: the gRPC API (server), the same
 // API as JSON over HTTP (httpjson), the MCP front (mcpfront), the
-// agent-facing surfaces that share one gateway (agents) and the web console
-// (console). A face authenticates, converts its wire
+// agent-facing surfaces that share one gateway (agents), the web console
+// (console), and the Host policy every HTTP surface shares (hostguard). A
+// face authenticates, converts its wire
 // format to plain Go types and calls the layers below; it holds no policy of
 // its own.
 //
