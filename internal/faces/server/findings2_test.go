@@ -4,9 +4,15 @@ package server_test
 // 20). Each failed on the code before its fix.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed0cff8200/cardex/internal/access/auth"
+	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -35,5 +41,35 @@ func TestFinding2NumbersBoundedBeforeValidation(t *testing.T) {
 		if a.GetAllowed() || a.GetDecision() != pb.AuthorizeCallResponse_DECISION_DENY_INVALID_ARGUMENTS || strings.Join(a.GetViolations(), "; ") != tc.want {
 			t.Errorf("%.40s…: %v; want DENY_INVALID_ARGUMENTS with [%s]", tc.args, a, tc.want)
 		}
+	}
+}
+
+// Finding 10: an unbound discover token names its caller in each request,
+// so varying the caller (a different tenant each time) escaped every
+// bucket: 3,000 DescribeTool calls, 0 limited. The credential has a bucket
+// of its own now, whatever caller it names.
+func TestFinding2CredentialBucket(t *testing.T) {
+	e := newEnv(t, envOptions{cards: acmeCards(t), auth: &auth.Authenticator{Tokens: serviceTokens(t)}, bearer: catalogToken,
+		limiter: ratelimit.New(ratelimit.Config{CallRate: 5, TenantRate: 50, CredentialRate: 20})})
+	limited, other := 0, 0
+	for i := range 300 {
+		c := &pb.Caller{Tenant: fmt.Sprintf("tenant-%d", i), Subject: "u", Scopes: []string{"*"}}
+		_, err := e.disc.DescribeTool(bearerCtx(t, discoverToken), &pb.DescribeToolRequest{Caller: c, Server: "orders", Name: "get_order"})
+		switch st := status.Convert(err); {
+		case st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "rate limit of the credential") && strings.Contains(st.Message(), "discovery: 40 per second"):
+			limited++
+		case st.Code() != codes.NotFound: // other tenants have no such card
+			other++
+			t.Logf("call %d: %v", i, err)
+		}
+	}
+	// The discovery bucket of the credential holds 40 (twice 20 per second);
+	// the test takes well under the 6 s that refilling 260 would need.
+	if limited < 200 || other != 0 {
+		t.Fatalf("%d of 300 calls with a new tenant each were limited (want the credential's bucket to stop most); %d other answers", limited, other)
+	}
+	// Another credential has its own bucket.
+	if _, err := e.disc.DescribeTool(bearerCtx(t, adminToken), &pb.DescribeToolRequest{Caller: &pb.Caller{Tenant: "acme", Scopes: []string{"*"}}, Server: "orders", Name: "get_order"}); err != nil {
+		t.Fatalf("the admin token was limited by the orchestrator's calls: %v", err)
 	}
 }
