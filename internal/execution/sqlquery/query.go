@@ -292,6 +292,7 @@ func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMe
 		if ctx.Err() != nil {
 			return Result{}, &upstream.CallError{Kind: upstream.KindTimeout, Server: server, Err: errors.New("no database connection within the timeout")}
 		}
+		p.log.Warn("sql upstream: no connection", "server", server, "tenant", tenant, "err", err)
 		return Result{}, &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: connectError(err)}
 	}
 	r := run{pc: conn.Conn().PgConn(), pl: pl, conn: conn.Conn(), timeout: timeout,
@@ -313,19 +314,20 @@ func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMe
 		case ctx.Err() != nil:
 			return Result{}, &upstream.CallError{Kind: upstream.KindTimeout, Server: server, Err: ctx.Err()}
 		}
+		p.log.Warn("sql upstream: the query's connection failed", "server", server, "tenant", tenant, "err", err)
 		return Result{}, &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: connectError(err)}
 	}
 	return res, nil
 }
 
-// connectError drops what pgconn's errors may say about the connection
-// string (host, user) down to the cause.
+// connectError drops what pgconn's and the network's errors say about the
+// connection (host, address, user) down to the cause: an agent sees it.
 func connectError(err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return errors.New("could not connect to the database")
 	}
-	return err
+	return errors.New(upstream.Reason(err))
 }
 
 // run is one query on one connection.

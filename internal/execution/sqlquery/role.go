@@ -163,7 +163,7 @@ func (p *Pools) CheckRoles(ctx context.Context) map[string][]RoleFinding {
 		fs, err := CheckRole(cctx, pl.p)
 		cancel()
 		if err != nil {
-			p.log.Warn("sql upstream: cannot check its role", "server", u.Server, "tenant", u.Tenant, "err", connectError(err))
+			p.log.Warn("sql upstream: cannot check its role", "server", u.Server, "tenant", u.Tenant, "err", err)
 			continue
 		}
 		for _, f := range fs {

@@ -492,11 +492,22 @@ func TestUpstreamFailures(t *testing.T) {
 			t.Fatalf("%s: isError=%v %q, want %q", tc.tool, res.IsError, text, tc.want)
 		}
 	}
-	// An upstream that is gone is a clear error, not a hang.
+	// An upstream that is gone is a clear error, not a hang, and it names
+	// no address: where the upstream lives is not the agent's business, nor
+	// the audit log's.
 	e.up.srv.Close()
+	addr := strings.TrimPrefix(e.up.srv.URL, "http://")
+	_, port, _ := strings.Cut(addr, ":")
 	res, text := call(t, cs, "call_tool", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "a"}})
-	if !res.IsError || !strings.Contains(text, `upstream "files"`) {
+	if !res.IsError || !strings.Contains(text, `upstream "files"`) || strings.Contains(text, addr) || strings.Contains(text, port) {
 		t.Fatalf("closed upstream: %s", text)
+	}
+	audit, err := os.ReadFile(e.auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(audit), addr) || strings.Contains(string(audit), ":"+port) {
+		t.Fatalf("the audit log names the upstream's address:\n%s", audit)
 	}
 }
 

@@ -53,6 +53,7 @@ func Load(ctx context.Context, spec string) (*openapi3.T, error) {
 // Skipped is an operation that could not become a card.
 type Skipped = mcpimport.Skipped
 
+// methods are the operations an OpenAPI path item may hold.
 var methods = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
 
 // ToCards maps every operation of the document to a normalised card of
@@ -88,8 +89,12 @@ func ToCards(doc *openapi3.T, tenant, server string) ([]cards.Card, []Skipped, e
 			if op == nil {
 				continue
 			}
-			c, err := r.card(doc, tenant, server, path, m, item, op)
 			ref := m + " " + path
+			if !slices.Contains(rest.Methods, m) {
+				skipped = append(skipped, Skipped{Name: ref, Reason: m + " " + rest.NotForwarded})
+				continue
+			}
+			c, err := r.card(doc, tenant, server, path, m, item, op)
 			if err != nil {
 				skipped = append(skipped, Skipped{Name: ref, Reason: err.Error()})
 				continue

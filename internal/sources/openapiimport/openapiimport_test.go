@@ -373,3 +373,27 @@ paths:
 		}
 	}
 }
+
+// TestTraceIsNotImported: a trace operation is skipped with the reason (a
+// server answers TRACE by echoing the request, the credential headers cardex
+// adds included, back to the agent).
+func TestTraceIsNotImported(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /echo:
+    get: {operationId: getEcho, responses: {"200": {description: ok}}}
+    trace: {operationId: traceEcho, responses: {"200": {description: ok}}}
+`
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, skipped, err := openapiimport.ToCards(doc, "acme", "echo")
+	if err != nil || len(cs) != 1 || cs[0].Name != "getEcho" {
+		t.Fatalf("cards %v, %v", cs, err)
+	}
+	if len(skipped) != 1 || skipped[0].Name != "TRACE /echo" || !strings.Contains(skipped[0].Reason, "echo") {
+		t.Fatalf("skipped %+v", skipped)
+	}
+}
