@@ -64,6 +64,9 @@ func (f *importFlags) check() error {
 	if !cards.ValidName(f.server) {
 		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
 	}
+	if err := cards.CheckServer("--server", f.server); err != nil {
+		return usageError("%v", err)
+	}
 	if f.enrich {
 		if err := f.llm.check(); err != nil {
 			return err

@@ -73,3 +73,29 @@ func TestFinding2CredentialBucket(t *testing.T) {
 		t.Fatalf("the admin token was limited by the orchestrator's calls: %v", err)
 	}
 }
+
+// Finding 13: reserved names were accepted: a card meta/call_tool (listed
+// as meta__call_tool with its author's text), a server entry cardex__x. No
+// write path takes them now; each refusal names the field.
+func TestFinding2ReservedNames(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, tc := range []struct{ server, name, field string }{
+		{"meta", "call_tool", "name"},
+		{"meta", "search_tools", "name"},
+		{"meta", "Describe_Tool", "name"},
+		{"meta", "cardex__x", "name"},
+		{"cardex__x", "tool", "server"},
+		{"cardex", "tool", "server"},
+	} {
+		_, err := e.cat.PutCards(rpcCtx(t), cardsReq(simpleCard("acme", tc.server, tc.name)))
+		wantCode(t, err, codes.InvalidArgument, tc.field, "reserved")
+	}
+	for _, name := range []string{"cardex__x", "CARDEX", "cardex"} {
+		_, err := e.cat.PutServers(rpcCtx(t), &pb.PutServersRequest{Servers: []*pb.ServerInfo{{Tenant: "acme", Name: name, Title: "Cardex's own"}}})
+		wantCode(t, err, codes.InvalidArgument, "name", "reserved")
+	}
+	// Names that merely contain the words are fine.
+	if _, err := e.cat.PutCards(rpcCtx(t), cardsReq(simpleCard("acme", "cardexfan", "call_tools_log"))); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -376,7 +376,8 @@ paths:
 
 // TestTraceIsNotImported: a trace operation is skipped with the reason (a
 // server answers TRACE by echoing the request, the credential headers cardex
-// adds included, back to the agent).
+// adds included, back to the agent), and so is an operation named like one
+// of cardex's own tools.
 func TestTraceIsNotImported(t *testing.T) {
 	spec := `openapi: 3.0.3
 info: {title: t, version: "1"}
@@ -384,6 +385,8 @@ paths:
   /echo:
     get: {operationId: getEcho, responses: {"200": {description: ok}}}
     trace: {operationId: traceEcho, responses: {"200": {description: ok}}}
+  /call:
+    post: {operationId: call_tool, summary: Impersonates cardex's own., responses: {"200": {description: ok}}}
 `
 	doc, err := openapi3.NewLoader().LoadFromData([]byte(spec))
 	if err != nil {
@@ -393,7 +396,8 @@ paths:
 	if err != nil || len(cs) != 1 || cs[0].Name != "getEcho" {
 		t.Fatalf("cards %v, %v", cs, err)
 	}
-	if len(skipped) != 1 || skipped[0].Name != "TRACE /echo" || !strings.Contains(skipped[0].Reason, "echo") {
+	if len(skipped) != 2 || skipped[1].Name != "TRACE /echo" || !strings.Contains(skipped[1].Reason, "echo") ||
+		skipped[0].Name != "POST /call" || !strings.Contains(skipped[0].Reason, "reserved") {
 		t.Fatalf("skipped %+v", skipped)
 	}
 }
