@@ -208,6 +208,11 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
 		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
 	}
+	for i, k := range req.AlwaysLoad {
+		if err := ValidatePin(fmt.Sprintf("always_load[%d]", i), k); err != nil {
+			return Result{}, err
+		}
+	}
 	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
 		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
 	}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/seed0cff8200/cardex/internal/access/auth"
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
@@ -97,5 +99,54 @@ func TestFinding2ReservedNames(t *testing.T) {
 	// Names that merely contain the words are fine.
 	if _, err := e.cat.PutCards(rpcCtx(t), cardsReq(simpleCard("acme", "cardexfan", "call_tools_log"))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Finding 14: a body that is not a protobuf message at all answered
+// Internal; it is the caller's error, InvalidArgument, naming the request.
+func TestFinding2UndecodableRequest(t *testing.T) {
+	e := newEnv(t, envOptions{cards: acmeCards(t)})
+	for _, tc := range []struct {
+		method string
+		body   rawMsg
+		resp   proto.Message
+	}{
+		{"/cardex.v1.DiscoveryService/DiscoverTools", rawMsg{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f}, &pb.DiscoverToolsResponse{}}, // a length past the end
+		{"/cardex.v1.DiscoveryService/AuthorizeCall", rawMsg{0xff}, &pb.AuthorizeCallResponse{}},                               // a truncated tag
+		{"/cardex.v1.CatalogService/PutCards", rawMsg{0x0b}, &pb.PutCardsResponse{}},                                           // a start-group without its end
+	} {
+		body := tc.body
+		err := e.conn.Invoke(rpcCtx(t), tc.method, &body, tc.resp, grpc.ForceCodecV2(rawCodec{}))
+		wantCode(t, err, codes.InvalidArgument, "request: is not a valid protobuf encoding of cardex.v1.")
+	}
+	// The same connection still works.
+	e.discover(t, &pb.DiscoverToolsRequest{Caller: adminCaller(), Query: "refund"})
+}
+
+// Finding 14: pins with an empty or a 10,000-character name were dropped
+// silently; a malformed pin is the caller's error, refused naming the entry
+// and the limit. (A well-formed pin the caller may not see is still left
+// out without a word: unknown means unknown.)
+func TestFinding2BadPinsRefused(t *testing.T) {
+	e := newEnv(t, envOptions{cards: acmeCards(t)})
+	for _, tc := range []struct {
+		pin  *pb.ToolRef
+		want string
+	}{
+		{&pb.ToolRef{Server: "orders", Name: ""}, "always_load[0].name: is required"},
+		{&pb.ToolRef{Server: "orders", Name: strings.Repeat("n", 10000)}, "always_load[0].name: is 10000 characters; it must match [A-Za-z0-9_.-]{1,128}"},
+		{&pb.ToolRef{Server: "orders", Name: "get order"}, "always_load[0].name: is 9 characters; it must match [A-Za-z0-9_.-]{1,128}"},
+		{&pb.ToolRef{Server: "", Name: "get_order"}, "always_load[0].server: is required"},
+	} {
+		_, err := e.disc.DiscoverTools(rpcCtx(t), &pb.DiscoverToolsRequest{Caller: adminCaller(), Query: "refund",
+			AlwaysLoad: []*pb.ToolRef{tc.pin}})
+		wantCode(t, err, codes.InvalidArgument, tc.want)
+	}
+	d := e.discover(t, &pb.DiscoverToolsRequest{Caller: &pb.Caller{Tenant: "acme", Scopes: []string{"orders:read"}}, Query: "refund",
+		AlwaysLoad: []*pb.ToolRef{{Server: "billing", Name: "issue_refund"}, {Server: "orders", Name: "no_such_tool"}}})
+	for _, n := range shortNames(d) {
+		if n == "billing/issue_refund" {
+			t.Fatal("a pin outside the caller's scopes was listed")
+		}
 	}
 }
