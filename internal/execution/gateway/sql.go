@@ -59,6 +59,17 @@ func relation(c *cards.Card) string {
 	return pgx.Identifier{schema, name}.Sanitize()
 }
 
+// readsAllViews reports whether the caller holds the scopes of every
+// active view card of the server: a query can read any of them.
+func (g *Gateway) readsAllViews(c retriever.Caller, server string) bool {
+	for _, scopes := range g.Retriever.ServerScopes(c.Tenant, server, cards.KindSQLView) {
+		if !retriever.HoldsAll(c.Scopes, scopes) {
+			return false
+		}
+	}
+	return true
+}
+
 // callSQL runs the query card of an SQL upstream. The caller must hold the
 // scopes of every view card of the server, since the query can read any of
 // them; otherwise the query card is as unknown as one that does not exist.
@@ -68,12 +79,10 @@ func (g *Gateway) callSQL(ctx context.Context, c retriever.Caller, name, server 
 		return CallResult{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: key.Server,
 			Err: fmt.Errorf("%s/%s is a %s card: run SQL on it with %s/%s", key.Server, key.Name, card.Kind, key.Server, sqlquery.QueryTool)}
 	}
-	for _, scopes := range g.Retriever.ServerScopes(c.Tenant, key.Server, cards.KindSQLView) {
-		if !retriever.HoldsAll(c.Scopes, scopes) {
-			// Unknown: the audit keeps what was asked for, as for any unknown tool.
-			entry.Server, entry.Tool = server, name
-			return CallResult{}, unknown(name)
-		}
+	if !g.readsAllViews(c, key.Server) {
+		// Unknown: the audit keeps what was asked for, as for any unknown tool.
+		entry.Server, entry.Tool = server, name
+		return CallResult{}, unknown(name)
 	}
 	// The views whose cards are revoked or pending must be unreadable: the
 	// query runs only while the database says so.

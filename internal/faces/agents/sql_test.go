@@ -377,3 +377,92 @@ func TestSQLRevokedViewUnreadable(t *testing.T) {
 		t.Fatalf("after the view is gone: %+v %v", res, err)
 	}
 }
+
+// TestSQLQueryToolListed: the query card is listed like every callable
+// tool — in a full-disclosure token's tools/list, and as a pin of a
+// progressive one — and called by its qualified name. It was never listed:
+// a full token that could call it saw an empty list, and always_load:
+// [inventory/query] was dropped. A token without the scopes of every view
+// sees it nowhere.
+func TestSQLQueryToolListed(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NativeURL(t)
+	s := pgtest.Inventory(t, url)
+	dir := t.TempDir()
+	st, err := embedded.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	importInventory(t, ctx, st, url, s)
+	owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners.RequiredScopes = []string{"inventory:read", "pii:read"} // tightened after the import
+	if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
+		t.Fatal(err)
+	}
+	ret, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ret.Close() })
+	t.Setenv("INVENTORY_LIST_URL", url)
+	up := filepath.Join(dir, "upstreams.yaml")
+	tf := filepath.Join(dir, "tokens.yaml")
+	for p, body := range map[string]string{
+		up: "upstreams:\n  - server: inventory\n    sql: {database_url: \"${INVENTORY_LIST_URL}\"}\n",
+		tf: `tokens:
+  - {token: full-token-0123456789, tenant: acme, subject: full, scopes: ["inventory:read", "pii:read"], disclosure: full}
+  - {token: pinned-token-0123456789, tenant: acme, subject: pinned, scopes: ["inventory:read", "pii:read"], always_load: [inventory/query]}
+  - {token: narrow-token-0123456789, tenant: acme, subject: narrow, scopes: ["inventory:read"], disclosure: full}
+`} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	surf, err := agents.Open(agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
+		TokenFile: tf, UpstreamsFile: up, HTTPListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	surf.Serve()
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = surf.Shutdown(sctx)
+		_ = surf.Close()
+	})
+	list := func(token string) []string {
+		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + surf.Addr() + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		var names []string
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, tool.Name)
+		}
+		if token == "full-token-0123456789" {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "inventory__query", Arguments: map[string]any{"sql": "SELECT count(*) AS n FROM " + s + ".teams"}})
+			if err != nil || res.IsError {
+				t.Fatalf("inventory__query: %v %+v", err, res)
+			}
+		}
+		return names
+	}
+	if got := list("full-token-0123456789"); !slices.Equal(got, []string{"inventory__query"}) {
+		t.Errorf("full disclosure lists %v, want [inventory__query] (the views are described, not called)", got)
+	}
+	if got := list("pinned-token-0123456789"); !slices.Equal(got, []string{"search_tools", "describe_tool", "call_tool", "inventory__query"}) {
+		t.Errorf("progressive with the pin lists %v", got)
+	}
+	if got := list("narrow-token-0123456789"); len(got) != 0 {
+		t.Errorf("a token without pii:read (the owners' view) lists %v", got)
+	}
+}
