@@ -53,10 +53,12 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 		expect bool   // object: the next token is a key
 	}
 	var stack []frame
-	// path is the JSON pointer of the innermost open container.
-	path := func() string {
+	// pointer is the JSON pointer of the value the frames lead to: path()
+	// that of the innermost open container, valuePath() that of the value
+	// just read.
+	pointer := func(frames []frame) string {
 		var b strings.Builder
-		for _, f := range stack[:len(stack)-1] {
+		for _, f := range frames {
 			b.WriteByte('/')
 			if f.object {
 				b.WriteString(pointerToken(f.key))
@@ -66,19 +68,8 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 		}
 		return b.String()
 	}
-	// valuePath is the JSON pointer of the value just read.
-	valuePath := func() string {
-		var b strings.Builder
-		for _, f := range stack {
-			b.WriteByte('/')
-			if f.object {
-				b.WriteString(pointerToken(f.key))
-			} else {
-				b.WriteString(strconv.Itoa(f.index - 1))
-			}
-		}
-		return b.String()
-	}
+	path := func() string { return pointer(stack[:len(stack)-1]) }
+	valuePath := func() string { return pointer(stack) }
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {

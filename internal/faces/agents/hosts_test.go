@@ -5,18 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/seed0cff8200/cardex/cards"
-	"github.com/seed0cff8200/cardex/cards/embedded"
-	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	"github.com/seed0cff8200/cardex/internal/faces/hostguard"
-	"github.com/seed0cff8200/cardex/retriever"
 )
 
 // TestHostAllowList: a page of another site whose name resolves to
@@ -26,24 +20,7 @@ import (
 // (a proxy's). Only /mcp refused it before (the MCP SDK's own check).
 func TestHostAllowList(t *testing.T) {
 	dir := t.TempDir()
-	store, err := embedded.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	ctx := context.Background()
-	if _, err := store.Put(ctx, []cards.Card{{Tenant: "acme", Server: "orders", Name: "get_order", Summary: "Show one order.", Kind: cards.KindMCPTool}}); err != nil {
-		t.Fatal(err)
-	}
-	ret, err := retriever.New(ctx, store, embed.NewHashed(embed.DefaultDim), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ret.Close() })
-	tf := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tf, []byte("tokens:\n  - {token: "+agentToken+", tenant: acme, subject: agent-1, scopes: ['*']}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ret, tf := oneTool(t, dir)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	policy, err := hostguard.Parse("cardex.internal")
 	if err != nil {

@@ -70,6 +70,37 @@ func importInventory(t *testing.T, ctx context.Context, st cards.Store, url, sch
 	}
 }
 
+// inventoryStore loads the example database into a schema of its own on
+// the database at url and imports it into a fresh store (in dir), as
+// `cardex import sql` does; it returns the schema's name.
+func inventoryStore(t *testing.T, url string) (schema string, st cards.Store, dir string) {
+	t.Helper()
+	schema = pgtest.Inventory(t, url)
+	dir = t.TempDir()
+	es, err := embedded.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { es.Close() })
+	importInventory(t, context.Background(), es, url, schema)
+	return schema, es, dir
+}
+
+// tightenOwners makes the owners' view (e-mail addresses) need pii:read
+// too, as a platform team would after the import.
+func tightenOwners(t *testing.T, st cards.Store, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: schema + ".service_owners"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners.RequiredScopes = []string{"inventory:read", "pii:read"}
+	if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSQLThroughMCP is the issue's path end to end, as `cardex serve` wires
 // it: import a real database's commented views, find them by a question in
 // plain words over /mcp, describe one, and query through call_tool — with
@@ -83,24 +114,10 @@ func TestSQLThroughMCP(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
 			url := db.url(t)
-			s := pgtest.Inventory(t, url)
-			dir := t.TempDir()
-			st, err := embedded.Open(filepath.Join(dir, "store"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			importInventory(t, ctx, st, url, s)
+			s, st, dir := inventoryStore(t, url)
 			// The platform team makes the owners' view (e-mail addresses) need pii:read too,
 			// without importing again: the query card itself still asks for inventory:read only.
-			owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			owners.RequiredScopes = []string{"inventory:read", "pii:read"}
-			if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
-				t.Fatal(err)
-			}
+			tightenOwners(t, st, s)
 
 			write := func(name, body string) string {
 				p := filepath.Join(dir, name)
@@ -322,14 +339,7 @@ func jsonNum(v any) string {
 func TestSQLRevokedViewUnreadable(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NativeURL(t)
-	s := pgtest.Inventory(t, url)
-	dir := t.TempDir()
-	st, err := embedded.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	importInventory(t, ctx, st, url, s)
+	s, st, _ := inventoryStore(t, url)
 	ret, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -387,22 +397,8 @@ func TestSQLRevokedViewUnreadable(t *testing.T) {
 func TestSQLQueryToolListed(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NativeURL(t)
-	s := pgtest.Inventory(t, url)
-	dir := t.TempDir()
-	st, err := embedded.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	importInventory(t, ctx, st, url, s)
-	owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners.RequiredScopes = []string{"inventory:read", "pii:read"} // tightened after the import
-	if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
-		t.Fatal(err)
-	}
+	s, st, dir := inventoryStore(t, url)
+	tightenOwners(t, st, s)
 	ret, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
 	if err != nil {
 		t.Fatal(err)
