@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -60,7 +61,12 @@ func TestCSRFDoesNotTrustHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		html, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		// A card that requires no scope says who may use it (issue 20, finding 1).
+		if resp.StatusCode == http.StatusOK && !strings.Contains(string(html), "none: every caller of acme may use it") {
+			t.Errorf("the card page does not say that the card is open to every caller of its tenant")
+		}
 		var csrf *http.Cookie
 		for _, ck := range resp.Cookies() {
 			if ck.Name == "cardex_console_csrf" {
