@@ -239,7 +239,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")
-	f.StringVar(&httpHosts, "http-allowed-hosts", os.Getenv("CARDEX_HTTP_ALLOWED_HOSTS"), "host names the HTTP listener answers besides loopback ones, comma-separated (a proxy's); on a loopback listener every other Host is refused, and with names given, on any listener (env CARDEX_HTTP_ALLOWED_HOSTS)")
+	f.StringVar(&httpHosts, "http-allowed-hosts", os.Getenv("CARDEX_HTTP_ALLOWED_HOSTS"), "host names a loopback HTTP listener answers besides loopback ones, comma-separated (a local proxy's); it refuses every other Host, against DNS rebinding, and a form of the console must come from one of them (env CARDEX_HTTP_ALLOWED_HOSTS)")
 	f.StringVar(&agentTokens, "agent-tokens", os.Getenv("CARDEX_AGENT_TOKENS"), "token file mapping agents' bearer tokens to tenant, subject and scopes, for /mcp and ExecutionService (env CARDEX_AGENT_TOKENS)")
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
 	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")

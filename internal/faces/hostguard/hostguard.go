@@ -6,9 +6,11 @@
 // carrying that name in Host and Origin.
 //
 // On a loopback listener a request must name a loopback host (localhost,
-// 127.0.0.0/8, ::1) or one of the policy's names. On another listener,
-// with names configured, it must name one of them (or a loopback host);
-// with none, any name is answered (the listener's credentials protect it).
+// 127.0.0.0/8, ::1) or one of the policy's names (a local proxy's). Another
+// listener answers any name: it is not open (cardex refuses to listen
+// beyond loopback without credentials), and the names its clients, probes
+// and proxies use are the deployment's (a Kubernetes probe names the pod's
+// address).
 package hostguard
 
 import (
@@ -49,9 +51,6 @@ func Parse(list string) (Policy, error) {
 	return p, nil
 }
 
-// Hosts are the policy's names.
-func (p Policy) Hosts() []string { return slices.Clone(p.hosts) }
-
 // Handler answers 403 to a request whose Host the policy does not allow,
 // and passes the others to next.
 func (p Policy) Handler(next http.Handler) http.Handler {
@@ -81,7 +80,7 @@ func (p Policy) HostAllowed(r *http.Request, hostport string) bool {
 	case isLoopback(host), slices.Contains(p.hosts, host):
 		return true
 	}
-	return len(p.hosts) == 0 && !onLoopback(r)
+	return !onLoopback(r)
 }
 
 // OriginAllowed reports whether a browser's Origin header names this

@@ -39,7 +39,7 @@ func TestPolicy(t *testing.T) {
 		{"loopback listener, a configured name", named, "127.0.0.1:8080", "CARDEX.internal", "https://cardex.internal", true, true},
 		{"other listener, no names: any Host, its own origin", Policy{}, "10.0.0.7:8080", "cardex.example:8080", "http://cardex.example:8080", true, true},
 		{"other listener, no names: another origin", Policy{}, "10.0.0.7:8080", "cardex.example:8080", "http://evil.example", true, false},
-		{"other listener, names: another Host", named, "10.0.0.7:8080", "evil.example", "http://evil.example", false, false},
+		{"other listener, names: another Host (a probe's)", named, "10.0.0.7:8080", "10.1.2.3:8080", "http://evil.example", true, false},
 		{"other listener, names: a named IP", named, "10.0.0.7:8080", "10.0.0.7:8080", "http://10.0.0.7:8080", true, true},
 		{"other listener, names: an IPv6 name", named, "10.0.0.7:8080", "[fd00::1]:8080", "http://[fd00::1]:8080", true, true},
 		{"a loopback origin to another listener", Policy{}, "10.0.0.7:8080", "10.0.0.7:8080", "http://localhost:8080", true, false},
