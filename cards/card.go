@@ -6,6 +6,7 @@ package cards
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -39,6 +40,14 @@ type Annotations struct {
 	Idempotent  *bool `json:"idempotent,omitempty"`
 	OpenWorld   *bool `json:"open_world,omitempty"`
 }
+
+// TagDeprecated marks a card whose tool its source deprecates (an OpenAPI
+// operation's deprecated, an MCP description's "DEPRECATED: ..."): it
+// stays findable, ranked below the tools that replace it.
+const TagDeprecated = "deprecated"
+
+// Deprecated reports whether the card carries TagDeprecated.
+func (c *Card) Deprecated() bool { return slices.Contains(c.Tags, TagDeprecated) }
 
 // Key identifies a card: (tenant, server, name).
 type Key struct {

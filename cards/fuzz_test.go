@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -141,11 +144,75 @@ func FuzzSchema(f *testing.F) {
 	})
 }
 
+// FuzzValidateArguments validates arbitrary arguments against schemas that
+// real tools use (a flat object, a recursive JSON value, a filter tree,
+// numeric bounds): Validate counts no more evaluations than the bound it
+// enforces and takes bounded time, and what it accepts is one JSON value
+// that encoding/json reads, with no repeated key and numbers within the
+// number limits — the value validated is the value forwarded.
+func FuzzValidateArguments(f *testing.F) {
+	schemas := []string{
+		`{"type":"object","properties":{"order_id":{"type":"string","pattern":"^ORD-[0-9]+$"},"limit":{"type":"integer","minimum":1,"maximum":100}},"required":["order_id"],"additionalProperties":false}`,
+		anyJSONValue,
+		filterTree,
+		`{"type":"object","properties":{"n":{"type":"number","multipleOf":0.01,"exclusiveMaximum":1e300},"xs":{"type":"array","items":{"type":"integer"},"uniqueItems":true}}}`,
+	}
+	counters := make([]atomic.Int64, len(schemas))
+	compiled := make([]*Schema, len(schemas))
+	for i, src := range schemas {
+		s, err := compileSchema([]byte(src), countingVocab(&counters[i]))
+		if err != nil {
+			f.Fatal(err)
+		}
+		compiled[i] = s
+	}
+	for _, a := range []string{`{"order_id":"ORD-1","limit":5}`, `{"order_id":1,"order_id":"ORD-1"}`, `{"n":1e999999}`, `{"n":1e-999999}`,
+		`{"xs":[1,1.0,1e0]}`, `{"filter":{"or":[{"field":"a","eq":[1,{"b":null}]}]}}`, `{"n":` + strings.Repeat("9", 310) + `}`, ``, `[`, `{"n":0.30000000000000004}`} {
+		for i := range schemas {
+			f.Add(uint8(i), []byte(a))
+		}
+	}
+	var mu sync.Mutex // the counters are per schema, shared by the fuzzing goroutine's calls
+	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
+		if len(args) > 1<<16 {
+			return
+		}
+		i := int(which) % len(schemas)
+		mu.Lock()
+		defer mu.Unlock()
+		counters[i].Store(0)
+		start := time.Now()
+		err := compiled[i].Validate(args)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("validating %d bytes took %v", len(args), d)
+		}
+		if sh, serr := ScanJSON(args, MaxArgumentsDepth); serr == nil {
+			if bound := validationSteps(compiled[i].cost, sh.PerDepth); bound <= MaxValidationSteps && counters[i].Load() > bound {
+				t.Fatalf("%d evaluations counted; the bound was %d\nargs: %s", counters[i].Load(), bound, args)
+			}
+		}
+		if err != nil || len(bytes.TrimSpace(args)) == 0 {
+			return
+		}
+		var v any
+		if json.Unmarshal(args, &v) != nil {
+			t.Fatalf("accepted what encoding/json refuses: %q", args)
+		}
+		if _, serr := ScanJSON(args, MaxArgumentsDepth); serr != nil {
+			t.Fatalf("accepted what ScanJSON refuses (%v): %q", serr, args)
+		}
+	})
+}
+
 // FuzzScanJSON checks ScanJSON against an independent reading: the
 // decoder's token stream counts every key, a decoded map keeps one per
-// name, so the two differ exactly when some object repeats a key.
+// name, so the two differ exactly when some object repeats a key. What
+// encoding/json refuses, ScanJSON refuses (a number beyond a float64, such
+// as a 310-digit integer, is no value to either); what it accepts, ScanJSON
+// accepts unless a number breaks the number limits.
 func FuzzScanJSON(f *testing.F) {
-	for _, s := range []string{`{"order_id":1,"order_id":"ORD-1"}`, `{"a":[{"b":1},{"b":2,"b":3}]}`, `[[[]]]`, `{"a~/":{"a~/":1}}`, `1 2`, `{"a":1}`, `"\u00e9"`, `{"":0,"":1}`} {
+	for _, s := range []string{`{"order_id":1,"order_id":"ORD-1"}`, `{"a":[{"b":1},{"b":2,"b":3}]}`, `[[[]]]`, `{"a~/":{"a~/":1}}`, `1 2`, `{"a":1}`, `"\u00e9"`, `{"":0,"":1}`,
+		"1" + strings.Repeat("0", 309), `[1e-999999]`, `{"n":0.` + strings.Repeat("1", 120) + `}`, `-1.5E+308`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -165,7 +232,7 @@ func FuzzScanJSON(f *testing.F) {
 		switch unique := mapKeys(v); {
 		case keys != unique && !errors.As(err, &dup):
 			t.Fatalf("%q repeats a key (%d keys, %d distinct) but ScanJSON said %v", data, keys, unique, err)
-		case keys == unique && err != nil:
+		case keys == unique && err != nil && !(errors.As(err, new(*LimitError)) && overNumberLimits(t, data)):
 			t.Fatalf("%q: %v", data, err)
 		case err == nil && sh.Depth != depth:
 			t.Fatalf("%q: depth %d, want %d", data, sh.Depth, depth)
@@ -200,6 +267,34 @@ func tokenKeys(t *testing.T, data []byte) (keys, depth int) {
 				depth = max(depth, len(stack))
 			default:
 				stack = stack[:len(stack)-1]
+			}
+		}
+	}
+}
+
+// overNumberLimits reports whether a valid document holds a number longer
+// than MaxNumberLen or with an exponent beyond ±MaxNumberExponent.
+func overNumberLimits(t *testing.T, data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("token stream of valid JSON: %v", err)
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		if len(n) > MaxNumberLen {
+			return true
+		}
+		if _, exp, ok := strings.Cut(strings.ToLower(string(n)), "e"); ok {
+			if x, err := strconv.Atoi(exp); err != nil || x > MaxNumberExponent || x < -MaxNumberExponent {
+				return true
 			}
 		}
 	}

@@ -39,7 +39,8 @@ func (e *DuplicateKeyError) Error() string {
 
 // ScanJSON reads one JSON document and returns its shape. It refuses
 // invalid JSON, trailing data, an object with a duplicate key
-// (*DuplicateKeyError, naming the path) and nesting deeper than maxDepth.
+// (*DuplicateKeyError, naming the path), nesting deeper than maxDepth and
+// numbers over the number limits (*LimitError, naming the path).
 func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -52,10 +53,12 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 		expect bool   // object: the next token is a key
 	}
 	var stack []frame
-	// path is the JSON pointer of the innermost open container.
-	path := func() string {
+	// pointer is the JSON pointer of the value the frames lead to: path()
+	// that of the innermost open container, valuePath() that of the value
+	// just read.
+	pointer := func(frames []frame) string {
 		var b strings.Builder
-		for _, f := range stack[:len(stack)-1] {
+		for _, f := range frames {
 			b.WriteByte('/')
 			if f.object {
 				b.WriteString(pointerToken(f.key))
@@ -65,6 +68,8 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 		}
 		return b.String()
 	}
+	path := func() string { return pointer(stack[:len(stack)-1]) }
+	valuePath := func() string { return pointer(stack) }
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -108,6 +113,11 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 			}
 		}
 		sh.Values++
+		if n, ok := tok.(json.Number); ok {
+			if err := checkNumber(string(n)); err != nil {
+				return sh, &LimitError{fmt.Sprintf("at '%s': %s", valuePath(), err.Msg)}
+			}
+		}
 		if len(sh.PerDepth) <= len(stack) {
 			sh.PerDepth = append(sh.PerDepth, 0)
 		}
@@ -129,6 +139,35 @@ func ScanJSON(raw []byte, maxDepth int) (Shape, error) {
 			}
 		}
 	}
+}
+
+// Number limits. A JSON number is read as a float64 by most parsers
+// (encoding/json among them), and exactly, as a big rational, by the schema
+// validator: 1e999999 is a million-digit integer to it, and a few thousand
+// such numbers cost seconds of CPU. So a number must be a float64 (what
+// encoding/json refuses, ScanJSON refuses), at most MaxNumberLen
+// characters long, with an exponent of at most ±MaxNumberExponent (1e-999999
+// is a float64, 0, but still a million-digit denominator).
+const (
+	MaxNumberLen      = 100
+	MaxNumberExponent = 400
+)
+
+// checkNumber applies the number limits to a JSON number's text.
+func checkNumber(n string) *LimitError {
+	if len(n) > MaxNumberLen {
+		return &LimitError{fmt.Sprintf("a number of %d characters; the limit is %d", len(n), MaxNumberLen)}
+	}
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		e := strings.TrimPrefix(n[i+1:], "+")
+		if x, err := strconv.Atoi(e); err != nil || x > MaxNumberExponent || x < -MaxNumberExponent {
+			return &LimitError{fmt.Sprintf("the number's exponent is %s; the limit is ±%d", e, MaxNumberExponent)}
+		}
+	}
+	if _, err := strconv.ParseFloat(n, 64); err != nil {
+		return &LimitError{fmt.Sprintf("number %s is out of the range of a float64 (±1.8e308)", n)}
+	}
+	return nil
 }
 
 func pointerToken(s string) string {

@@ -97,6 +97,14 @@ func TestValidateLimits(t *testing.T) {
 		{"too much work", wide, `[` + strings.TrimSuffix(strings.Repeat(`1,`, 1000), ",") + `]`, "validating them could take 1002001 subschema evaluations; the limit is 1000000"},
 		{"work under the limit", wide, `[` + strings.TrimSuffix(strings.Repeat(`1,`, 990), ",") + `]`, ""},
 		{"deep value of a recursive schema", anyJSONValue, strings.Repeat(`{"a":`, 60) + `1` + strings.Repeat(`}`, 60), ""},
+		// Numbers whose exact value is dear to compute (the validator reads
+		// them as big rationals: 1e999999 is a million-digit integer) are
+		// refused before validation, by named limits.
+		{"huge exponent", `{"type":"array","items":{"type":"integer"}}`, `[1,1e999999]`, "at '/1': the number's exponent is 999999; the limit is ±400"},
+		{"huge negative exponent", `{"type":"array","items":{"type":"number"}}`, `[1E-999999]`, "at '/0': the number's exponent is -999999; the limit is ±400"},
+		{"long number", `{}`, `{"n":0.` + strings.Repeat("1", 200) + `}`, "at '/n': a number of 202 characters; the limit is 100"},
+		{"beyond float64", `{}`, `{"n":1e400}`, "at '/n': number 1e400 is out of the range of a float64"},
+		{"numbers within the limits", `{"type":"array","items":{"type":"number"}}`, `[1e308,-1e-400,0.` + strings.Repeat("5", 90) + `,12345678901234567890]`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := CompileSchema([]byte(tc.schema))

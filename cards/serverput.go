@@ -27,6 +27,9 @@ func NormalizeServer(s *ServerInfo) error {
 			return Invalid(f.name, "%q must match [A-Za-z0-9_.-]{1,%d}", truncate(*f.v, 140), MaxNameLen)
 		}
 	}
+	if err := CheckServer("name", s.Name); err != nil {
+		return err
+	}
 	s.Title = Sanitize(s.Title)
 	if err := maxLen("title", s.Title, MaxSummaryLen); err != nil {
 		return err

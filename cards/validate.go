@@ -39,6 +39,39 @@ var (
 // ([A-Za-z0-9_.-]{1,128}).
 func ValidName(s string) bool { return nameRule.MatchString(s) }
 
+// ReservedNames are the names of cardex's own meta-tools: no card may
+// take one (in any case), so that none impersonates them.
+var ReservedNames = []string{"search_tools", "describe_tool", "call_tool"}
+
+// ReservedServer is the server name reserved for cardex: a server named
+// so, or with the prefix ReservedPrefix, would make its tools' qualified
+// names (SERVER__NAME) start with the reserved prefix.
+const ReservedServer = "cardex"
+
+// CheckName refuses a card name that is reserved: the prefix cardex__ or
+// a meta-tool's name.
+func CheckName(name string) error {
+	l := strings.ToLower(name)
+	if strings.HasPrefix(l, ReservedPrefix) {
+		return Invalid("name", "the prefix %q is reserved for cardex's own tools", ReservedPrefix)
+	}
+	if slices.Contains(ReservedNames, l) {
+		return Invalid("name", "%q is reserved: it is the name of one of cardex's own tools (%s)", truncate(name, 40), strings.Join(ReservedNames, ", "))
+	}
+	return nil
+}
+
+// CheckServer refuses a server name that is reserved for cardex (field
+// names the field the name is in: server for a card, name for a server
+// entry).
+func CheckServer(field, server string) error {
+	l := strings.ToLower(server)
+	if l == ReservedServer || strings.HasPrefix(l, ReservedPrefix) {
+		return Invalid(field, "%q is reserved for cardex's own tools (the server %q and the prefix %q)", truncate(server, 140), ReservedServer, ReservedPrefix)
+	}
+	return nil
+}
+
 // Sanitize removes control, zero-width and bidirectional formatting
 // characters, turns newlines and tabs into spaces, collapses runs of
 // whitespace and trims. It is applied to every text that reaches a model.
@@ -84,8 +117,11 @@ func Normalize(c *Card) error {
 			return Invalid(f.name, "%q must match [A-Za-z0-9_.-]{1,%d}", truncate(*f.v, 140), MaxNameLen)
 		}
 	}
-	if strings.HasPrefix(strings.ToLower(c.Name), ReservedPrefix) {
-		return Invalid("name", "the prefix %q is reserved for cardex's own tools", ReservedPrefix)
+	if err := CheckName(c.Name); err != nil {
+		return err
+	}
+	if err := CheckServer("server", c.Server); err != nil {
+		return err
 	}
 	switch c.Kind {
 	case "":

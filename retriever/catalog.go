@@ -35,9 +35,11 @@ type entry struct {
 
 	// server is the tenant's server of the card, shared by its tools (the
 	// server evidence groups by it without hashing names); destructive
-	// caches the card's annotation for the server lift.
+	// caches the card's annotation for the server lift, deprecated its tag
+	// for the demotion (deprecated.go).
 	server      *serverSlot
 	destructive bool
+	deprecated  bool
 
 	schemaOnce sync.Once
 	schema     *cards.Schema
@@ -413,6 +415,7 @@ func (r *Retriever) add(e *entry) {
 		e.group.n++
 	}
 	e.destructive = isDestructive(&e.card)
+	e.deprecated = e.card.Deprecated()
 	sk := t + idSep + s
 	if r.slots[sk] == nil {
 		r.slots[sk] = &serverSlot{}

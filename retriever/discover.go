@@ -211,6 +211,11 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
 		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
 	}
+	for i, k := range req.AlwaysLoad {
+		if err := ValidatePin(fmt.Sprintf("always_load[%d]", i), k); err != nil {
+			return Result{}, err
+		}
+	}
 	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
 		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
 	}
@@ -444,7 +449,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		// Confidence is a tool's own evidence, set before the server lift
 		// re-ranks the list (the lift never changes the list's best).
 		t1 := time.Now()
-		fused = r.confident(fused)
+		fused = demoteDeprecated(r.confident(fused))
 		if !req.Mode.single() {
 			fused = liftServers(fused, r.serverLift(lcs, parts, fused))
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/seed0cff8200/cardex/cards"
 )
@@ -38,6 +39,22 @@ func validateRef(name, server string) error {
 	}
 	if server != "" && !cards.ValidName(server) {
 		return cards.Invalid("server", "must match [A-Za-z0-9_.-]{1,%d}", cards.MaxNameLen)
+	}
+	return nil
+}
+
+// ValidatePin refuses a malformed pin (an always_load entry, named field):
+// its server and name are both required and follow the card-name rule. A
+// well-formed pin of a card the caller may not see is no error: it is left
+// out, as unknown as one that does not exist.
+func ValidatePin(field string, k cards.Key) error {
+	for _, f := range []struct{ name, v string }{{"server", k.Server}, {"name", k.Name}} {
+		switch {
+		case f.v == "":
+			return cards.Invalid(field+"."+f.name, "is required")
+		case !cards.ValidName(f.v):
+			return cards.Invalid(field+"."+f.name, "is %d characters; it must match [A-Za-z0-9_.-]{1,%d}", utf8.RuneCountInString(f.v), cards.MaxNameLen)
+		}
 	}
 	return nil
 }
@@ -142,6 +159,11 @@ func (r *Retriever) Authorize(ctx context.Context, c Caller, name, server string
 			Message: fmt.Sprintf("tool %q is ambiguous: name a server (one of %s)", name, strings.Join(amb, ", "))}, nil
 	}
 	out := Authorization{Key: e.card.Key(), Version: e.card.Version}
+	// Validation is bounded work (cards.Schema.Validate), but not free: a
+	// caller that has gone, or whose deadline passed, gets none of it.
+	if err := ctx.Err(); err != nil {
+		return Authorization{}, err
+	}
 	if v := argumentViolations(e, args); len(v) > 0 {
 		out.Decision, out.Violations = DenyInvalidArguments, v
 		out.Message = "arguments do not match the input schema of " + e.card.Server + "/" + e.card.Name

@@ -932,6 +932,13 @@ func TestAuthorize(t *testing.T) {
 		return a
 	}
 
+	// A caller that has gone (or whose deadline passed) gets no validation.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := r.Authorize(gone, dev, "search", "github", []byte(`{"repo":"cardex","query":"x"}`)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Authorize after the caller went: %v, want context.Canceled", err)
+	}
+
 	a := authz(dev, "search", "github", `{"repo":"cardex","query":"retriever","limit":10}`)
 	if a.Decision != retriever.Allow || a.Key != key("github", "search") || a.Version != 1 || len(a.Violations) != 0 {
 		t.Errorf("allow: %+v", a)

@@ -53,6 +53,7 @@ func TestClientErrors(t *testing.T) {
 		{[]string{"discover", "x"}, dead, 2, "cardex: --tenant is required (or set CARDEX_TENANT)"},
 		{[]string{"cards", "get", "a/b"}, dead, 2, "--tenant is required (or set CARDEX_TENANT)"},
 		{[]string{"import", "openapi", "spec.yaml", "--server", "s"}, dead, 2, "--tenant is required (or set CARDEX_TENANT)"},
+		{[]string{"import", "openapi", "spec.yaml", "--server", "cardex__x", "--tenant", "acme"}, dead, 2, `--server: "cardex__x" is reserved`},
 		{[]string{"discover", "x", "--tenant", "acme", "-o", "yaml"}, dead, 2, `--output "yaml": use table or json`},
 		{[]string{"describe"}, dead, 2, "accepts 1 arg(s), received 0 (see 'cardex describe --help')"},
 		{[]string{"discover", "--tenant", "acme"}, dead, 2, "give a query (\"QUERY\") or at least one --intent"},

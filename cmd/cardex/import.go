@@ -16,6 +16,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
 	"github.com/seed0cff8200/cardex/internal/codec/cardjson"
+	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
 	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
@@ -41,6 +42,9 @@ type importFlags struct {
 	// serverOptional: the source may name the servers (import mcp
 	// --from-file).
 	serverOptional bool
+	// roleCheck is what an SQL import found its role may do beyond
+	// reading (nil for other imports).
+	roleCheck *[]sqlquery.RoleFinding
 }
 
 func (f *importFlags) register(cmd *cobra.Command) {
@@ -48,8 +52,8 @@ func (f *importFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant the cards belong to (env CARDEX_TENANT)")
 	fl.StringVar(&f.server, "server", "", "server namespace of the cards (required)")
-	fl.StringVar(&f.scopes, "scopes", "", "required scopes of new cards, comma-separated")
-	fl.BoolVar(&f.overrideScopes, "override-scopes", false, "set --scopes on existing cards too (by default they keep theirs)")
+	fl.StringVar(&f.scopes, "scopes", "", "required scopes of new cards, comma-separated (without it, a tool whose source names no scope requires SERVER:read when read-only, SERVER:admin when destructive, SERVER:write otherwise)")
+	fl.BoolVar(&f.overrideScopes, "override-scopes", false, "set --scopes (or the default) on existing cards too (by default they keep theirs)")
 	fl.BoolVar(&f.reactivate, "reactivate", false, "reactivate revoked cards whose tool is back (by default they stay revoked)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "show the changes without writing them")
 	fl.BoolVar(&f.enrich, "enrich", false, "then write search examples for the namespace's cards that lack current ones, with --llm-url and --llm-model (see 'cardex enrich')")
@@ -62,6 +66,9 @@ func (f *importFlags) check() error {
 	}
 	if !cards.ValidName(f.server) && !(f.serverOptional && f.server == "") {
 		return usageError("--server is required ([A-Za-z0-9_.-]{1,128}): the namespace of the imported cards")
+	}
+	if err := cards.CheckServer("--server", f.server); err != nil {
+		return usageError("%v", err)
 	}
 	if f.enrich {
 		if err := f.llm.check(); err != nil {
@@ -395,7 +402,8 @@ type importCatalog interface {
 // --dry-run), then the server entry's change (sch, when not nil) in a
 // PutServers of its own, and reports both.
 func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan catalogsync.Plan, skipped []mcpimport.Skipped, sch *catalogsync.ServerChange) error {
-	noteScopes(f, plan.Count(catalogsync.Create))
+	sc := scopingOf(plan)
+	sc.print(f)
 	if !f.dryRun {
 		if err := catalogsync.Apply(ctx, cat, plan); err != nil {
 			return fmt.Errorf("nothing written: %w", err)
@@ -433,14 +441,16 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 			Fields      []string `json:"fields,omitempty"`
 		}
 		out := struct {
-			Tenant      string              `json:"tenant"`
-			Server      string              `json:"server"`
-			DryRun      bool                `json:"dry_run"`
-			Changes     []change            `json:"changes"`
-			Counts      map[string]int      `json:"counts"`
-			Skipped     []mcpimport.Skipped `json:"skipped,omitempty"`
-			ServerEntry *serverChange       `json:"server_entry,omitempty"`
-		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}}
+			Tenant      string                  `json:"tenant"`
+			Server      string                  `json:"server"`
+			DryRun      bool                    `json:"dry_run"`
+			Changes     []change                `json:"changes"`
+			Counts      map[string]int          `json:"counts"`
+			Skipped     []mcpimport.Skipped     `json:"skipped,omitempty"`
+			ServerEntry *serverChange           `json:"server_entry,omitempty"`
+			Scoping     scoping                 `json:"scoping"`
+			RoleCheck   *[]sqlquery.RoleFinding `json:"role_check,omitempty"`
+		}{Tenant: f.tenant, Server: f.server, DryRun: f.dryRun, Counts: counts, Skipped: skipped, Changes: []change{}, Scoping: sc, RoleCheck: f.roleCheck}
 		for _, c := range plan.Changes {
 			out.Changes = append(out.Changes, change{Action: string(c.Action), Card: cardjson.From(&c.Card), Fields: c.Fields})
 		}
@@ -471,14 +481,6 @@ func applyPlan(ctx context.Context, cat importCatalog, f *importFlags, plan cata
 	return nil
 }
 
-// noteScopes is what every import says about the scopes of the cards it
-// creates (created of them).
-func noteScopes(f *importFlags, created int) {
-	if len(splitList(f.scopes)) == 0 && created > 0 {
-		fmt.Fprintf(os.Stderr, "note: no --scopes: new cards that name no scope themselves can be used by every caller of tenant %s\n", f.tenant)
-	}
-}
-
 // dryRunVerb starts an import's counts line under --dry-run.
 func dryRunVerb(f *importFlags) string {
 	if f.dryRun {
@@ -502,4 +504,62 @@ func printImportCounts(prefix string, counts map[string]int, where string) {
 		fmt.Printf(", %d skipped", n)
 	}
 	fmt.Println()
+}
+
+// scoping is what an import did about who may use its cards: the default
+// scopes it gave cards that named none (an import never opens a tool to
+// every caller of the tenant), and the cards that stay open all the same
+// (stored ones a platform team left without scopes).
+type scoping struct {
+	// Defaulted counts the cards written with each default scope.
+	Defaulted map[string]int `json:"defaulted,omitempty"`
+	// Open names the active cards of the namespace that require no scope.
+	Open []string `json:"open,omitempty"`
+	// HowToOpen says, in a sentence, how callers get to use the cards.
+	HowToOpen string `json:"how_to_open"`
+}
+
+func scopingOf(plan catalogsync.Plan) scoping {
+	sc := scoping{Defaulted: map[string]int{}}
+	for _, c := range plan.Changes {
+		if c.Defaulted && c.Action != catalogsync.Unchanged && c.Action != catalogsync.KeptRevoked {
+			sc.Defaulted[c.Card.RequiredScopes[0]]++
+		}
+		if c.Card.Status == cards.StatusActive && len(c.Card.RequiredScopes) == 0 {
+			sc.Open = append(sc.Open, c.Card.Name)
+		}
+	}
+	all := plan.Server + ":*"
+	sc.HowToOpen = fmt.Sprintf("grant %s%s to the callers that may read, %s%s to those that may change, %s%s to those that may destroy "+
+		"(%s for all of them) in their tokens, JWTs or stated scopes; or import with --scopes to require other scopes",
+		plan.Server, catalogsync.ReadSuffix, plan.Server, catalogsync.WriteSuffix, plan.Server, catalogsync.AdminSuffix, all)
+	return sc
+}
+
+// print says on stderr what the import scoped and what stays open.
+func (sc scoping) print(f *importFlags) {
+	if n := sumValues(sc.Defaulted); n > 0 {
+		var parts []string
+		for _, s := range slices.Sorted(maps.Keys(sc.Defaulted)) {
+			parts = append(parts, fmt.Sprintf("%s (%d)", s, sc.Defaulted[s]))
+		}
+		verb := "got"
+		if f.dryRun {
+			verb = "would get"
+		}
+		fmt.Fprintf(os.Stderr, "scoped: %d cards name no scope of their own and no --scopes was given: they %s the server's default scopes, %s.\n"+
+			"  No caller can use them until it holds the scope. To open them, %s.\n", n, verb, strings.Join(parts, ", "), sc.HowToOpen)
+	}
+	if len(sc.Open) > 0 {
+		fmt.Fprintf(os.Stderr, "warning: %d cards require no scope, so every caller of tenant %s can use them: %s (--override-scopes gives them --scopes or the server's default)\n",
+			len(sc.Open), f.tenant, strings.Join(sc.Open, ", "))
+	}
+}
+
+func sumValues(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

@@ -68,7 +68,8 @@ func importFromFile(cmd *cobra.Command, f *importFlags, toolsPath, serversPath s
 	if err != nil {
 		return err
 	}
-	noteScopes(f, plan.Count(catalogsync.Create))
+	sc := bulkScopingOf(plan)
+	sc.print(f)
 	var applyErr error
 	if !f.dryRun {
 		applyErr = catalogsync.ApplyBulk(ctx, cat, plan, func(p catalogsync.Progress) {
@@ -78,7 +79,7 @@ func importFromFile(cmd *cobra.Command, f *importFlags, toolsPath, serversPath s
 	for _, s := range skipped {
 		fmt.Fprintf(os.Stderr, "skipped %s: %s\n", s.Name, s.Reason)
 	}
-	if err := printBulk(f, plan, skipped); err != nil {
+	if err := printBulk(f, plan, skipped, sc); err != nil {
 		return err
 	}
 	if applyErr != nil {
@@ -102,7 +103,7 @@ var bulkActions = []catalogsync.Action{catalogsync.Create, catalogsync.Update, c
 
 // printBulk reports a bulk import: one row per server (its cards' actions
 // and its entry's), then the totals.
-func printBulk(f *importFlags, plan catalogsync.BulkPlan, skipped []mcpimport.Skipped) error {
+func printBulk(f *importFlags, plan catalogsync.BulkPlan, skipped []mcpimport.Skipped, sc scoping) error {
 	entryOf := map[string]string{}
 	for _, s := range plan.Servers {
 		entryOf[s.Entry.Name] = string(s.Action)
@@ -128,7 +129,8 @@ func printBulk(f *importFlags, plan catalogsync.BulkPlan, skipped []mcpimport.Sk
 			Counts        map[string]int      `json:"counts"`
 			ServerEntries map[string]int      `json:"server_entries"`
 			Skipped       []mcpimport.Skipped `json:"skipped,omitempty"`
-		}{Tenant: f.tenant, DryRun: f.dryRun, Servers: []serverRow{}, Counts: counts, ServerEntries: entryCounts, Skipped: skipped}
+			Scoping       scoping             `json:"scoping"`
+		}{Tenant: f.tenant, DryRun: f.dryRun, Servers: []serverRow{}, Counts: counts, ServerEntries: entryCounts, Skipped: skipped, Scoping: sc}
 		for _, p := range plan.Plans {
 			row := serverRow{Server: p.Server, Counts: map[string]int{}, Entry: entryOf[p.Server]}
 			for _, a := range bulkActions {
@@ -191,4 +193,22 @@ func (g grpcCatalog) Servers(ctx context.Context, tenant string) ([]cards.Server
 		out = append(out, apiconv.ServerInfoFromProto(s))
 	}
 	return out, nil
+}
+
+// bulkScopingOf is scopingOf over every server of a bulk import.
+func bulkScopingOf(b catalogsync.BulkPlan) scoping {
+	sc := scoping{Defaulted: map[string]int{}}
+	for _, p := range b.Plans {
+		one := scopingOf(p)
+		for s, n := range one.Defaulted {
+			sc.Defaulted[s] += n
+		}
+		for _, name := range one.Open {
+			sc.Open = append(sc.Open, p.Server+"/"+name)
+		}
+	}
+	sc.HowToOpen = fmt.Sprintf("grant SERVER%s to the callers that may read, SERVER%s to those that may change, SERVER%s to those that may destroy "+
+		"(SERVER:* for all of them; SERVER is each server's name) in their tokens, JWTs or stated scopes; or import with --scopes to require other scopes",
+		catalogsync.ReadSuffix, catalogsync.WriteSuffix, catalogsync.AdminSuffix)
+	return sc
 }

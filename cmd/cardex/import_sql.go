@@ -36,7 +36,9 @@ Re-running is idempotent like 'import mcp': changed relations are updated, new o
 ones revoked, curated fields kept; the whole change is one atomic write.
 
 Import as the role the gateway will query with (a read-only one): relations it may not SELECT are
-skipped. With --upstreams FILE the database URL is the sql entry of --server in the upstreams file.`,
+skipped, and what the role may do beyond reading (write WAL with pg_logical_emit_message, end or
+cancel other sessions' queries, read pg_stat_activity, be a superuser) is listed as warnings with
+the REVOKE that takes it away (role_check in -o json). With --upstreams FILE the database URL is the sql entry of --server in the upstreams file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
@@ -70,6 +72,15 @@ skipped. With --upstreams FILE the database URL is the sql entry of --server in 
 			}
 			fmt.Fprintf(os.Stderr, "read %d relations from schema %s\n", len(rels), schemas)
 			views, skipped := sqlimport.ToCards(f.tenant, f.server, rels)
+			// The gateway will query as this role: say what it may do beyond reading.
+			findings, err := sqlquery.CheckRoleURL(ctx, databaseURL)
+			if err != nil {
+				return fmt.Errorf("check the role: %w", err)
+			}
+			for _, fd := range findings {
+				fmt.Fprintf(os.Stderr, "warning: %s\n", fd)
+			}
+			f.roleCheck = &findings
 
 			conn, ctx, cancel, err := f.cf.connect(cmd)
 			if err != nil {

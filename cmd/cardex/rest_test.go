@@ -39,7 +39,7 @@ func TestImportOpenAPIAndCallREST(t *testing.T) {
 		return p
 	}
 	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
-  - {token: pets-agent-token-0123456789, tenant: acme, subject: pets-agent, scopes: ["read:pets", "write:pets"]}
+  - {token: pets-agent-token-0123456789, tenant: acme, subject: pets-agent, scopes: ["read:pets", "write:pets", "petstore:*"]}
   - {token: reader-agent-token-0123456789, tenant: acme, subject: reader, scopes: ["read:pets"]}
 `))
 	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", `upstreams:

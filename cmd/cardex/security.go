@@ -26,7 +26,7 @@ type securityFlags struct {
 	tlsCert, tlsKey, tlsClientCA string
 	jwks, jwtIssuer, jwtAudience string
 	jwtTenantClaim               string
-	rate, tenantRate             float64
+	rate, tenantRate, credRate   float64
 	inFlight, maxStreams         int
 	rpcTimeout                   time.Duration
 }
@@ -50,6 +50,7 @@ func (s *securityFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.jwtTenantClaim, "jwt-tenant-claim", "tenant", "the JWT claim that holds the caller's tenant")
 	f.Float64Var(&s.rate, "rate-limit", 50, "calls per second per caller (AuthorizeCall, CallTool, ReportOutcome, catalog calls); discovery and describe get twice as many; 0: no limit")
 	f.Float64Var(&s.tenantRate, "tenant-rate-limit", 500, "calls per second per tenant, all its callers together (discovery twice as many); 0: no limit")
+	f.Float64Var(&s.credRate, "credential-rate-limit", 500, "calls per second per unbound service token, whatever callers it names (discovery twice as many); 0: no limit")
 	f.IntVar(&s.inFlight, "max-in-flight", 32, "calls one caller may have in progress at once; 0: no limit")
 	f.IntVar(&s.maxStreams, "max-streams", 100, "concurrent gRPC streams per client connection")
 	f.DurationVar(&s.rpcTimeout, "rpc-timeout", 30*time.Second, "server-side deadline of every gRPC call but CallTool (bounded by its upstream's timeout); 0: none")
@@ -102,7 +103,7 @@ func (s *securityFlags) build(ctx context.Context, log *slog.Logger, catalogToke
 	if s.maxStreams > 0 {
 		sec.opts = append(sec.opts, grpc.MaxConcurrentStreams(uint32(s.maxStreams)))
 	}
-	sec.limiter = ratelimit.New(ratelimit.Config{CallRate: s.rate, TenantRate: s.tenantRate, InFlight: s.inFlight})
+	sec.limiter = ratelimit.New(ratelimit.Config{CallRate: s.rate, TenantRate: s.tenantRate, CredentialRate: s.credRate, InFlight: s.inFlight})
 	return sec, nil
 }
 

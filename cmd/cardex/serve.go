@@ -19,6 +19,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	"github.com/seed0cff8200/cardex/internal/faces/console"
+	"github.com/seed0cff8200/cardex/internal/faces/hostguard"
 	"github.com/seed0cff8200/cardex/internal/faces/httpjson"
 	"github.com/seed0cff8200/cardex/internal/faces/server"
 	"github.com/seed0cff8200/cardex/internal/ops/buildinfo"
@@ -34,7 +35,7 @@ func serveCmd() *cobra.Command {
 		dataDir, listen, queryLog, logLevel, tokenFile string
 		grace, syncEvery                               time.Duration
 	)
-	var httpListen, agentTokens, upstreamsFile string
+	var httpListen, httpHosts, agentTokens, upstreamsFile string
 	var mcpStateless, consoleOn, httpJSON bool
 	var consoleEvalDir string
 	var logFormat string
@@ -158,16 +159,20 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("audit trail: %w", err)
 			}
 			defer trail.Close()
+			hosts, err := hostguard.Parse(httpHosts)
+			if err != nil {
+				return usageError("--http-allowed-hosts: %v", err)
+			}
 			var web http.Handler
 			if consoleOn && httpListen != "" {
 				if web, err = console.New(console.Config{Store: store, Retriever: ret, Auth: secu.auth, Limiter: secu.limiter, Trail: trail,
-					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log}); err != nil {
+					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log, Hosts: hosts}); err != nil {
 					return err
 				}
 			}
 			agentSurfaces, err := agents.Open(agents.Config{Retriever: ret, Logger: log, Version: buildinfo.Version(), DataDir: dataDir, Key: key,
 				TokenFile: agentTokens, UpstreamsFile: upstreamsFile, HTTPListen: httpListen, MCPStateless: mcpStateless,
-				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter, Metrics: met.Handler(), Console: web})
+				Health: sf.state.HTTP(), Serving: sf.state.Serving, TLS: secu.tls, Limiter: secu.limiter, Metrics: met.Handler(), Console: web, Hosts: hosts})
 			if err != nil {
 				return err
 			}
@@ -198,6 +203,7 @@ func serveCmd() *cobra.Command {
 			errc := make(chan error, 1)
 			go func() { errc <- gs.Serve(lis) }()
 			agentSurfaces.Serve()
+			go agentSurfaces.CheckSQLRoles(ctx) // logs what an SQL upstream's role may do beyond reading
 			sf.start(ctx, ret, emb, syncEvery, log)
 			go met.FollowCatalog(ctx, ret, store, syncEvery, log)
 			log.Info("cardex serving", "addr", lis.Addr().String(), "store", sf.kind, "data_dir", dataDir,
@@ -243,6 +249,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&grace, "shutdown-grace", 10*time.Second, "how long in-flight calls may finish on SIGINT/SIGTERM")
 	f.DurationVar(&syncEvery, "sync-interval", 5*time.Second, "how often the search indexes re-check the store's change sequence")
 	f.StringVar(&httpListen, "http-listen", envOr("CARDEX_HTTP_LISTEN", "127.0.0.1:8080"), "HTTP listen address of the MCP front at /mcp; empty: none (env CARDEX_HTTP_LISTEN)")
+	f.StringVar(&httpHosts, "http-allowed-hosts", os.Getenv("CARDEX_HTTP_ALLOWED_HOSTS"), "host names a loopback HTTP listener answers besides loopback ones, comma-separated (a local proxy's); it refuses every other Host, against DNS rebinding, and a form of the console must come from one of them (env CARDEX_HTTP_ALLOWED_HOSTS)")
 	f.StringVar(&agentTokens, "agent-tokens", os.Getenv("CARDEX_AGENT_TOKENS"), "token file mapping agents' bearer tokens to tenant, subject and scopes, for /mcp and ExecutionService (env CARDEX_AGENT_TOKENS)")
 	f.StringVar(&upstreamsFile, "upstreams", os.Getenv("CARDEX_UPSTREAMS"), "upstreams file: the MCP servers call_tool forwards to, with their credentials (env CARDEX_UPSTREAMS)")
 	f.BoolVar(&mcpStateless, "mcp-stateless", os.Getenv("CARDEX_MCP_STATELESS") == "true", "serve /mcp without sessions, for replicas behind a load balancer without session affinity: clients see list changes at their next tools/list (env CARDEX_MCP_STATELESS=true)")

@@ -62,6 +62,10 @@ func TestSQLViews(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "dry run, nothing written: would be 5 created") {
 				t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errOut)
 			}
+			// The import checks the role the gateway will query as: the test's is a superuser.
+			if !strings.Contains(errOut, `warning: role postgres is a superuser`) || !strings.Contains(errOut, "CREATE ROLE <reader> LOGIN") {
+				t.Errorf("import sql as a superuser says nothing of it:\n%s", errOut)
+			}
 			out, errOut, code = runFull(t, bin, addr, append(imp, "--database-url", url)...)
 			if code != 0 || !strings.Contains(out, "5 created, 0 updated, 0 revoked, 0 unchanged") ||
 				!strings.Contains(errOut, "database_url: \"${INVENTORY_DATABASE_URL}\"") {
@@ -71,15 +75,17 @@ func TestSQLViews(t *testing.T) {
 			// parameters; then idempotent.
 			out, _, code = runFull(t, bin, addr, append(imp, "--upstreams", upstreams, "-o", "json")...)
 			var plan struct {
-				Counts  map[string]int
-				Changes []struct {
+				Counts    map[string]int
+				RoleCheck []struct{ Role, What, Fix string } `json:"role_check"`
+				Changes   []struct {
 					Action string
 					Card   struct{ Name string }
 					Fields []string
 				}
 			}
 			if err := json.Unmarshal([]byte(out), &plan); code != 0 || err != nil || plan.Counts["unchanged"] != 4 ||
-				plan.Changes[4].Card.Name != "query" || plan.Changes[4].Action != "update" || plan.Changes[4].Fields[0] != "description" {
+				plan.Changes[4].Card.Name != "query" || plan.Changes[4].Action != "update" || plan.Changes[4].Fields[0] != "description" ||
+				len(plan.RoleCheck) != 1 || plan.RoleCheck[0].Role != "postgres" {
 				t.Fatalf("re-import: exit %d %v\n%s", code, err, out)
 			}
 			out, _, code = runFull(t, bin, addr, append(imp, "--upstreams", upstreams, "-o", "json")...)

@@ -2,7 +2,8 @@
 // cardex: token buckets per caller and per tenant, with discovery (search,
 // describe) on its own bucket at twice the call rate, as progressive-
 // disclosure gateways do (an agent searches and describes more often than
-// it calls), and a cap on each caller's calls in flight.
+// it calls), a bucket per credential whatever callers it names, and a cap on
+// each caller's calls in flight.
 package ratelimit
 
 import (
@@ -42,6 +43,11 @@ type Config struct {
 	// TenantRate is each tenant's calls per second, all its callers
 	// together; discovery gets twice as much.
 	TenantRate float64
+	// CredentialRate is each credential's calls per second, whatever
+	// callers it names (an unbound discover token states its caller in each
+	// request, and could otherwise escape the caller and tenant buckets by
+	// naming a new one each time); discovery gets twice as much.
+	CredentialRate float64
 	// InFlight is how many calls one caller may have in progress at once.
 	InFlight int
 	// MaxKeys bounds the buckets kept in memory (default 100,000); idle,
@@ -60,14 +66,14 @@ type Limiter struct {
 }
 
 type bucketKey struct {
-	scope string // "caller" or "tenant"
+	scope string // "caller", "tenant" or "credential"
 	class Class
 	key   string
 }
 
 // New returns a limiter, or nil when cfg limits nothing.
 func New(cfg Config) *Limiter {
-	if cfg.CallRate <= 0 && cfg.TenantRate <= 0 && cfg.InFlight <= 0 {
+	if cfg.CallRate <= 0 && cfg.TenantRate <= 0 && cfg.CredentialRate <= 0 && cfg.InFlight <= 0 {
 		return nil
 	}
 	if cfg.MaxKeys <= 0 {
@@ -78,7 +84,7 @@ func New(cfg Config) *Limiter {
 
 // Denial says which limit refused a request and when to try again.
 type Denial struct {
-	Scope      string // "caller", "tenant" or "in_flight"
+	Scope      string // "caller", "tenant", "credential" or "in_flight"
 	Class      Class
 	Limit      float64 // per second, or the in-flight cap
 	RetryAfter time.Duration
@@ -98,6 +104,13 @@ func CallerKey(tenant, subject string) string { return "caller:" + tenant + "/" 
 // Allow takes one token from the caller's and the tenant's bucket of the
 // class (either key may be ""), or takes none and says how long to wait.
 func (l *Limiter) Allow(class Class, caller, tenant string) *Denial {
+	return l.AllowFor(class, "", caller, tenant)
+}
+
+// AllowFor is Allow with the credential's bucket too (credential "" is
+// none): a call of a credential that names its callers draws from the
+// credential's, the caller's and the tenant's buckets.
+func (l *Limiter) AllowFor(class Class, credential, caller, tenant string) *Denial {
 	if l == nil {
 		return nil
 	}
@@ -116,6 +129,9 @@ func (l *Limiter) Allow(class Class, caller, tenant string) *Denial {
 	}
 	if tenant != "" && l.cfg.TenantRate > 0 {
 		wants = append(wants, want{bucketKey{"tenant", class, tenant}, l.cfg.TenantRate * mult})
+	}
+	if credential != "" && l.cfg.CredentialRate > 0 {
+		wants = append(wants, want{bucketKey{"credential", class, credential}, l.cfg.CredentialRate * mult})
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -89,3 +89,27 @@ func TestMaxKeys(t *testing.T) {
 		t.Errorf("%d buckets kept, the cap is 10", n)
 	}
 }
+
+// TestCredentialBucket: a credential that names a new caller and tenant
+// each time still draws from one bucket of its own; a refusal by it takes
+// nothing from the caller's or the tenant's.
+func TestCredentialBucket(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := New(Config{CallRate: 2, TenantRate: 3, CredentialRate: 4})
+	l.now = func() time.Time { return now }
+	for i := range 4 {
+		if d := l.AllowFor(Call, "orchestrator", "caller-"+string(rune('a'+i)), "tenant-"+string(rune('a'+i))); d != nil {
+			t.Fatalf("call %d refused: %v", i+1, d)
+		}
+	}
+	d := l.AllowFor(Call, "orchestrator", "caller-z", "tenant-z")
+	if d == nil || d.Scope != "credential" || d.Limit != 4 {
+		t.Fatalf("fifth call, a new caller and tenant: %+v, want the credential's limit", d)
+	}
+	if d := l.AllowFor(Call, "", "caller-z", "tenant-z"); d != nil {
+		t.Fatalf("the refused call took from caller-z's buckets: %v", d)
+	}
+	if d := l.AllowFor(Call, "other", "caller-y", "tenant-y"); d != nil {
+		t.Fatalf("another credential: %v", d)
+	}
+}

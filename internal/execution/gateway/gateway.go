@@ -259,12 +259,17 @@ func (g *Gateway) Describe(ctx context.Context, c retriever.Caller, name, server
 	return cards.Card{}, unknown(name)
 }
 
-// Callable says whether a card can be called through this gateway: an MCP
-// tool always (its server's upstream entry decides where), another kind
-// when the gateway has an executor for it (REST operations: the REST
-// executor).
-func (g *Gateway) Callable(c *cards.Card) bool {
-	return c.Kind == cards.KindMCPTool || g.Executors[c.Kind] != nil
+// Callable says whether the caller can call a card (one it may use)
+// through this gateway: on a server with an SQL upstream, its query card
+// when the caller holds the scopes of every view (the views themselves
+// are described, not called); elsewhere an MCP tool always (its server's
+// upstream entry decides where), another kind when the gateway has an
+// executor for it (REST operations: the REST executor).
+func (g *Gateway) Callable(c retriever.Caller, card *cards.Card) bool {
+	if g.SQL.Has(card.Tenant, card.Server) {
+		return card.Name == sqlquery.QueryTool && g.readsAllViews(c, card.Server)
+	}
+	return card.Kind == cards.KindMCPTool || g.Executors[card.Kind] != nil
 }
 
 // Pinned returns the pins that the caller may use and can call, in the order
@@ -279,7 +284,7 @@ func (g *Gateway) Pinned(ctx context.Context, c retriever.Caller, pins []cards.K
 		if err != nil {
 			return nil, err
 		}
-		if g.Callable(&res.Card) {
+		if g.Callable(c, &res.Card) {
 			out = append(out, res.Card)
 		}
 	}
@@ -305,7 +310,7 @@ func (g *Gateway) Tools(ctx context.Context, c retriever.Caller) ([]cards.Card, 
 			if err != nil {
 				return nil, err
 			}
-			if k := res.Card.Key(); g.Callable(&res.Card) && !seen[k] {
+			if k := res.Card.Key(); g.Callable(c, &res.Card) && !seen[k] {
 				seen[k] = true
 				out = append(out, res.Card)
 			}

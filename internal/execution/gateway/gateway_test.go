@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -217,5 +218,13 @@ func TestQualifiedNames(t *testing.T) {
 	}
 	if len(up.calls) != 1 {
 		t.Fatalf("forwarded %v", up.calls)
+	}
+}
+
+// The cards package refuses the meta-tools' names (it cannot import this
+// package): the two lists must agree.
+func TestMetaToolNamesAreReserved(t *testing.T) {
+	if !slices.Equal(slices.Sorted(slices.Values(gateway.MetaTools)), slices.Sorted(slices.Values(cards.ReservedNames))) {
+		t.Fatalf("gateway.MetaTools %v, cards.ReservedNames %v", gateway.MetaTools, cards.ReservedNames)
 	}
 }

@@ -22,7 +22,14 @@ const LocationKey = "x-cardex-in"
 // and path template, so the executor can rebuild the request.
 const HTTPKey = "x-cardex-http"
 
-var methods = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
+// Methods are the HTTP methods the executor forwards. TRACE is not one: a
+// server answers it by echoing the request — the credential headers cardex
+// adds from the upstreams file included — back to the agent (and CONNECT
+// is no API operation).
+var Methods = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH"}
+
+// NotForwarded is why a method outside Methods is not forwarded.
+const NotForwarded = "is not forwarded: a server answers it by echoing the request, credential headers included"
 
 // operation is what a card says about its HTTP request.
 type operation struct {
@@ -76,8 +83,11 @@ func parseOperation(schema json.RawMessage) (*operation, error) {
 		return nil, configErr("the card's input schema has no %s (method and path); import the API with `cardex import openapi`", HTTPKey)
 	}
 	op := &operation{method: strings.ToUpper(s.HTTP.Method), path: s.HTTP.Path, contentType: s.HTTP.ContentType, params: map[string]param{}}
-	if !slices.Contains(methods, op.method) {
-		return nil, configErr("%s.method %q is not an HTTP method (%s)", HTTPKey, s.HTTP.Method, strings.Join(methods, ", "))
+	if op.method == "TRACE" || op.method == "CONNECT" {
+		return nil, configErr("%s %s", op.method, NotForwarded)
+	}
+	if !slices.Contains(Methods, op.method) {
+		return nil, configErr("%s.method %q is not an HTTP method (%s)", HTTPKey, s.HTTP.Method, strings.Join(Methods, ", "))
 	}
 	if !strings.HasPrefix(op.path, "/") || strings.ContainsAny(op.path, "?#") {
 		return nil, configErr("%s.path %q must start with / and hold no query or fragment", HTTPKey, op.path)
@@ -124,7 +134,7 @@ func parseOperation(schema json.RawMessage) (*operation, error) {
 
 func hasBody(method string) bool {
 	switch method {
-	case "GET", "HEAD", "DELETE", "OPTIONS", "TRACE":
+	case "GET", "HEAD", "DELETE", "OPTIONS":
 		return false
 	}
 	return true

@@ -138,8 +138,9 @@ func (e *Executor) Execute(ctx context.Context, tenant string, card *cards.Card,
 		if ctx.Err() != nil && parent.Err() == nil {
 			kind = upstream.KindTimeout
 		}
+		e.log.Warn("rest upstream: the body of an answer did not arrive", "server", server, "operation", what, "err", cause(err))
 		return nil, &upstream.CallError{Kind: kind, Server: server,
-			Err: fmt.Errorf("answered %s with HTTP %d, but its body did not arrive: %v", what, resp.StatusCode, cause(err))}
+			Err: fmt.Errorf("answered %s with HTTP %d, but its body did not arrive: %s", what, resp.StatusCode, upstream.Reason(err))}
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if cut && ok2xx {
@@ -180,12 +181,17 @@ func destination(baseURL string, enc *request) (string, error) {
 // failure classifies a request that got no response.
 func (e *Executor) failure(server, what, method string, u upstream.Upstream, err error, sent bool, parent, ctx context.Context) error {
 	timedOut := ctx.Err() != nil && parent.Err() == nil
-	c := cause(err)
+	// The agent is told why, never where: the transport's error names the
+	// upstream's address, which only the operator's log keeps.
+	c := upstream.Reason(err)
+	if !timedOut && parent.Err() == nil {
+		e.log.Warn("rest upstream: no answer", "server", server, "operation", what, "err", cause(err))
+	}
 	switch {
 	case sent && !idempotent(method):
 		msg := fmt.Errorf("did not answer %s within %s", what, u.CallTimeout())
 		if !timedOut {
-			msg = fmt.Errorf("lost the connection during %s: %v", what, c)
+			msg = fmt.Errorf("lost the connection during %s: %s", what, c)
 		}
 		return &upstream.CallError{Kind: upstream.KindUncertain, Server: server, Err: msg}
 	case parent.Err() != nil:
@@ -193,7 +199,7 @@ func (e *Executor) failure(server, what, method string, u upstream.Upstream, err
 	case timedOut:
 		return &upstream.CallError{Kind: upstream.KindTimeout, Server: server, Err: fmt.Errorf("%s: no answer within %s", what, u.CallTimeout())}
 	}
-	return &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: fmt.Errorf("%s: %v", what, c)}
+	return &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: fmt.Errorf("%s: %s", what, c)}
 }
 
 // cause strips the request URL (which holds argument values) from a client

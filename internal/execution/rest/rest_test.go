@@ -349,6 +349,11 @@ func TestUnreachableAndConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	trace := cards.Card{Tenant: "globex", Server: "petstore", Name: "traceEcho", Kind: cards.KindRESTOperation, Summary: "Echo the request.",
+		InputSchema: json.RawMessage(`{"type":"object","x-cardex-http":{"method":"TRACE","path":"/echo"}}`)}
+	if _, err := e.st.Put(ctx, []cards.Card{trace}); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.gw.Retriever.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -359,6 +364,9 @@ func TestUnreachableAndConfig(t *testing.T) {
 		{"globex", "getPetById", `{"petId": 1}`, upstream.KindUnreachable, "GET /pet/{petId}"},
 		{"initech", "getPetById", `{"petId": 1}`, upstream.KindNotRegistered, "PETSTORE_UNSET_KEY is not set"},
 		{"hooli", "getPetById", `{"petId": 1}`, upstream.KindNotRegistered, "registered as a mcp upstream"},
+		// A TRACE card (written by hand: the importer skips them) is never
+		// forwarded: the answer would echo the credential headers.
+		{"globex", "traceEcho", `{}`, upstream.KindNotRegistered, "TRACE is not forwarded"},
 	} {
 		c := retriever.Caller{Tenant: tc.tenant, Subject: "x", Scopes: []string{"*"}}
 		_, err := e.call(t, c, tc.tool, tc.args)
@@ -366,5 +374,18 @@ func TestUnreachableAndConfig(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Kind != tc.kind || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %s: %v, want %s with %q", tc.tenant, tc.tool, err, tc.kind, tc.want)
 		}
+		// The upstream's address is the deployment's business, not the
+		// agent's: not in the error it is shown (issue 20, finding 11).
+		if err != nil && (strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), dead[len("http://127.0.0.1:"):])) {
+			t.Errorf("%s %s: the error names the upstream's address: %v", tc.tenant, tc.tool, err)
+		}
+	}
+	// Nor in the audit log.
+	audit, err := os.ReadFile(e.auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(audit), "127.0.0.1") || strings.Contains(string(audit), dead[len("http://127.0.0.1:"):]) {
+		t.Errorf("the audit log names the upstream's address:\n%s", audit)
 	}
 }

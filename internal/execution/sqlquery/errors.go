@@ -18,12 +18,18 @@ const (
 	RefusedReserved = "reserved_parameter"
 	// RefusedArguments: malformed arguments or parameters.
 	RefusedArguments = "arguments"
+	// RefusedClosedView: a view whose card is not active (revoked or
+	// pending) is still readable by the query role.
+	RefusedClosedView = "closed_view"
 )
 
 // Refusal is a query that was not run.
 type Refusal struct {
 	Reason  string // Refused*
 	Message string
+	// Relations are, for RefusedClosedView, the readable relations whose
+	// cards are not active: for the operator (logs, audit), not the agent.
+	Relations []string
 }
 
 func (r *Refusal) Error() string { return r.Message }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seed0cff8200/cardex/internal/codec/pgjson"
@@ -85,8 +86,9 @@ type Pools struct {
 	cfg upstream.Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	pools map[string]*pool
+	mu     sync.Mutex
+	pools  map[string]*pool
+	closed bool
 }
 
 type pool struct {
@@ -127,6 +129,7 @@ func (p *Pools) Len() int {
 func (p *Pools) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for k, pl := range p.pools {
 		pl.p.Close()
 		delete(p.pools, k)
@@ -139,6 +142,9 @@ func (p *Pools) pool(u upstream.Upstream) (*pool, error) {
 	defer p.mu.Unlock()
 	if pl := p.pools[key]; pl != nil {
 		return pl, nil
+	}
+	if p.closed {
+		return nil, errors.New("the SQL upstreams are closed")
 	}
 	url, err := u.SQL.ConnString()
 	if err != nil {
@@ -249,8 +255,13 @@ func textValue(raw json.RawMessage) ([]byte, error) {
 // a *Refusal when the query was not run (or the database refused it as a
 // write), an *SQLError when it failed, an *upstream.CallError when the
 // database could not be reached, and otherwise the rows, complete or cut at
-// a limit.
-func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMessage) (Result, error) {
+// a limit. closed are relations (SQL names, schema-qualified) that no query
+// may read — views whose cards are revoked or pending: while the query role
+// may still SELECT any of them, no query runs (RefusedClosedView). A query
+// cannot be checked for the relations it reads (views read other views,
+// functions read tables), so the database's grants decide, checked in the
+// query's own transaction.
+func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMessage, closed ...string) (Result, error) {
 	u, ok := p.cfg.Find(tenant, server)
 	if !ok || u.SQL == nil {
 		return Result{}, &upstream.CallError{Kind: upstream.KindNotRegistered, Server: server}
@@ -281,10 +292,11 @@ func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMe
 		if ctx.Err() != nil {
 			return Result{}, &upstream.CallError{Kind: upstream.KindTimeout, Server: server, Err: errors.New("no database connection within the timeout")}
 		}
+		p.log.Warn("sql upstream: no connection", "server", server, "tenant", tenant, "err", err)
 		return Result{}, &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: connectError(err)}
 	}
 	r := run{pc: conn.Conn().PgConn(), pl: pl, conn: conn.Conn(), timeout: timeout,
-		maxRows: u.SQL.RowLimit(), maxBytes: u.SQL.ByteLimit()}
+		maxRows: u.SQL.RowLimit(), maxBytes: u.SQL.ByteLimit(), closed: closed}
 	res, err := r.query(ctx, st, values)
 	if !r.end() {
 		_ = conn.Conn().Close(context.Background()) // never reused in an unknown state
@@ -302,19 +314,20 @@ func (p *Pools) Query(ctx context.Context, tenant, server string, raw json.RawMe
 		case ctx.Err() != nil:
 			return Result{}, &upstream.CallError{Kind: upstream.KindTimeout, Server: server, Err: ctx.Err()}
 		}
+		p.log.Warn("sql upstream: the query's connection failed", "server", server, "tenant", tenant, "err", err)
 		return Result{}, &upstream.CallError{Kind: upstream.KindUnreachable, Server: server, Err: connectError(err)}
 	}
 	return res, nil
 }
 
-// connectError drops what pgconn's errors may say about the connection
-// string (host, user) down to the cause.
+// connectError drops what pgconn's and the network's errors say about the
+// connection (host, address, user) down to the cause: an agent sees it.
 func connectError(err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return errors.New("could not connect to the database")
 	}
-	return err
+	return errors.New(upstream.Reason(err))
 }
 
 // run is one query on one connection.
@@ -325,6 +338,7 @@ type run struct {
 	timeout  time.Duration
 	maxRows  int
 	maxBytes int64
+	closed   []string
 	began    bool
 }
 
@@ -333,8 +347,17 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 	deadline := start.Add(r.timeout)
 	setup := fmt.Sprintf("BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = %d; %s",
 		r.timeout.Milliseconds(), pgjson.Settings)
+	// No message larger than a result may be is read at all: a row is one
+	// message, read whole before any of it can be looked at, so without
+	// this a single 120 MB value costs 120 MB (and its JSON as much again)
+	// before the byte limit could cut it. A larger message ends the read
+	// with an error that closes the connection (fetched says byte_limit).
+	r.pc.Frontend().SetMaxBodyLen(maxMessage(r.maxBytes))
 	r.began = true
 	if _, err := r.pc.Exec(ctx, setup).ReadAll(); err != nil {
+		return Result{}, err
+	}
+	if err := r.checkClosed(ctx); err != nil {
 		return Result{}, err
 	}
 	// One statement only: the extended protocol refuses a second one, and
@@ -393,7 +416,14 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 					}
 					row = append(row, names[i]...)
 					row = append(row, ':')
+					// Room for the value's JSON at once (at most 6 bytes a
+					// byte of its text, \u0001): growing a large slice step
+					// by step allocates several times its final size.
+					row = slices.Grow(row, 6*len(v)+8)
 					row = types[i].AppendValue(row, v)
+					if int64(len(rows)+len(row)+2) > r.maxBytes {
+						break // the row cannot fit: encode no more of it
+					}
 				}
 				row = append(row, '}')
 				if int64(len(rows)+len(row)+2) > r.maxBytes {
@@ -418,6 +448,10 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 				res.IncompleteReason = IncompleteTimeout
 				break
 			}
+			if tooLarge := (*pgproto3.ExceededMaxBodyLenErr)(nil); errors.As(ferr, &tooLarge) {
+				res.IncompleteReason = IncompleteByteLimit // the rows before it are kept
+				break
+			}
 			return Result{}, classify(ferr)
 		}
 		if stop != "" {
@@ -431,6 +465,48 @@ func (r *run) query(ctx context.Context, st Statement, values [][]byte) (Result,
 	}
 	res.Rows = append(rows, ']')
 	return res, nil
+}
+
+// maxMessage is the largest protocol message a query with the byte limit
+// maxBytes reads: a row whose text is longer cannot fit in the result as
+// JSON (which is longer than the text, but for bytea: base64 is 2/3 of its
+// hex text, so such a row is cut a little early), plus room for the
+// messages that are not rows.
+func maxMessage(maxBytes int64) int {
+	return int(min(maxBytes, 1<<30-1<<16)) + 1<<16
+}
+
+// checkClosed refuses the query when the role may read a closed relation
+// (one that exists and on which it holds SELECT, on the whole or a column).
+func (r *run) checkClosed(ctx context.Context) error {
+	if len(r.closed) == 0 {
+		return nil
+	}
+	var arr bytes.Buffer // a text[] literal
+	arr.WriteByte('{')
+	for i, n := range r.closed {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		arr.WriteString(`"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(n) + `"`)
+	}
+	arr.WriteByte('}')
+	res := r.pc.ExecParams(ctx, `SELECT n FROM unnest($1::text[]) AS n
+		WHERE pg_catalog.to_regclass(n) IS NOT NULL AND pg_catalog.has_any_column_privilege(pg_catalog.to_regclass(n), 'SELECT')`,
+		[][]byte{arr.Bytes()}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return res.Err
+	}
+	if len(res.Rows) == 0 {
+		return nil
+	}
+	ref := refuse(RefusedClosedView, "this database's query card is not available: a view of it whose card is not active "+
+		"(revoked or pending) can still be read by the query role; an administrator must revoke SELECT on it in the database, "+
+		"or activate its card again")
+	for _, row := range res.Rows {
+		ref.Relations = append(ref.Relations, string(row[0]))
+	}
+	return ref
 }
 
 // isTimeout reports whether err is the statement timeout (or the deadline

@@ -22,7 +22,8 @@ type Statement struct {
 
 // Parse checks and rewrites a query. It reads the text the way PostgreSQL's
 // lexer does for what matters here — quoted strings (E'...' with backslash escapes),
-// quoted identifiers, dollar quoting, line and nested block comments — so a
+// quoted identifiers, dollar quoting, line comments (ended by \n or \r) and
+// nested block comments — so a
 // semicolon or a colon inside any of them is text, not syntax. It refuses
 // an empty query, a second statement, a first keyword other than SELECT or
 // WITH, and positional parameters ($1). It is the first check, not the only
@@ -87,7 +88,7 @@ func (l *lexer) run() error {
 		c := l.s[l.i]
 		switch {
 		case c == '-' && l.peek(1) == '-':
-			end := strings.IndexByte(l.s[l.i:], '\n')
+			end := lineEnd(l.s[l.i:])
 			if end < 0 {
 				end = len(l.s) - l.i
 			}
@@ -237,6 +238,10 @@ func (l *lexer) quoted(q byte, backslashes bool) error {
 	}
 }
 
+// lineEnd is the index of the first line end in s, or -1: PostgreSQL's
+// lexer ends a -- comment at \n or \r alike (newline [\n\r] in scan.l).
+func lineEnd(s string) int { return strings.IndexAny(s, "\n\r") }
+
 // blockComment returns the end of the (nested) comment starting at i.
 func blockComment(s string, i int) (int, bool) {
 	depth := 0
@@ -287,7 +292,7 @@ func skipSpaceAndComments(s string, i int) int {
 		case s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\f':
 			i++
 		case s[i] == '-' && i+1 < len(s) && s[i+1] == '-':
-			end := strings.IndexByte(s[i:], '\n')
+			end := lineEnd(s[i:])
 			if end < 0 {
 				return len(s)
 			}

@@ -2,6 +2,7 @@ package sqlquery
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -63,6 +64,10 @@ func TestParseRefuses(t *testing.T) {
 		{"long param", "SELECT :" + strings.Repeat("a", 64), RefusedArguments, "parameter"},
 		{"string first", "'SELECT'", RefusedStatement, "starts with"},
 		{"too long", "SELECT '" + strings.Repeat("x", MaxSQLBytes) + "'", RefusedArguments, "limit"},
+		// PostgreSQL ends a -- comment at \r as at \n: what follows is SQL.
+		{"comment ended by CR", "SELECT :a::text AS a --c\r, $1 AS b", RefusedArguments, "positional"},
+		{"second after a comment ended by CR", "SELECT 1 --c\r; DELETE FROM t", RefusedStatement, "more than one statement"},
+		{"second after comments ended by CR", "SELECT 1; --c\rDELETE FROM t", RefusedStatement, "more than one statement"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.sql)
@@ -114,4 +119,54 @@ func TestBind(t *testing.T) {
 			t.Errorf("%s: %v, want a %s refusal mentioning %q", tc.args, err, tc.reason, tc.msg)
 		}
 	}
+}
+
+// FuzzParse: the statement checker refuses with a *Refusal or accepts, and
+// reads line ends as PostgreSQL's lexer does: \n and \r both end a --
+// comment, so turning every \n into \r (or \r\n into \n) changes neither
+// its verdict nor the parameters it found. An accepted statement has its
+// :name parameters, each once, and nothing after a statement's end.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"SELECT :a::text AS a --c\r, $1 AS b",
+		"SELECT 1 --c\n; DELETE FROM t",
+		"WITH x AS (SELECT :n) SELECT * FROM x WHERE y = :n -- :z\n",
+		"SELECT E'\\';', $t$ ; $t$, \"a;\" /* /* ; */ */ FROM t;",
+		"SELECT ':x', :y, $$:z$$ --:w\r\n",
+		"(SELECT 1)",
+		"select U&'\\0041' --\r;x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		st, err := Parse(sql)
+		if err != nil {
+			var r *Refusal
+			if !errors.As(err, &r) || r.Message == "" {
+				t.Fatalf("Parse(%q): %v is not a refusal", sql, err)
+			}
+		} else {
+			seen := map[string]bool{}
+			for i, p := range st.Params {
+				if seen[p] || !strings.Contains(st.SQL, fmt.Sprintf("$%d", i+1)) {
+					t.Fatalf("Parse(%q): parameters %v in %q", sql, st.Params, st.SQL)
+				}
+				seen[p] = true
+			}
+		}
+		for _, alt := range []string{strings.ReplaceAll(sql, "\n", "\r"), strings.ReplaceAll(sql, "\r\n", "\n"), strings.ReplaceAll(sql, "\r", "\n")} {
+			st2, err2 := Parse(alt)
+			if (err == nil) != (err2 == nil) || !slices.Equal(st.Params, st2.Params) || (err != nil && refusalReason(err) != refusalReason(err2)) {
+				t.Fatalf("line ends change the verdict:\n%q: %v %v\n%q: %v %v", sql, st.Params, err, alt, st2.Params, err2)
+			}
+		}
+	})
+}
+
+func refusalReason(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return ""
 }

@@ -133,7 +133,7 @@ func (r *Registry) Call(ctx context.Context, tenant, server, tool string, args j
 		if ctx.Err() != nil {
 			return nil, &CallError{Kind: KindTimeout, Server: server, Err: ctx.Err()}
 		}
-		return nil, &CallError{Kind: KindUnreachable, Server: server, Err: err}
+		return nil, r.unreachable(server, err)
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -145,7 +145,7 @@ func (r *Registry) Call(ctx context.Context, tenant, server, tool string, args j
 		// once more.
 		r.drop(key, cs)
 		if cs, err = r.session(ctx, key, u); err != nil {
-			return nil, &CallError{Kind: KindUnreachable, Server: server, Err: err}
+			return nil, r.unreachable(server, err)
 		}
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	}
@@ -154,17 +154,20 @@ func (r *Registry) Call(ctx context.Context, tenant, server, tool string, args j
 	}
 	var rpcErr *jsonrpc.Error
 	switch {
-	case errors.As(err, &rpcErr):
-		return nil, &CallError{Kind: KindProtocol, Server: server, Err: err}
 	case parent.Err() != nil:
 		return nil, parent.Err()
 	case ctx.Err() != nil:
 		return nil, &CallError{Kind: KindTimeout, Server: server, Err: ctx.Err()}
+	case !transportFailure(err) && errors.As(err, &rpcErr):
+		// The upstream's answer. (The SDK reports a failed request as a
+		// JSON-RPC error too, "rejected by transport", wrapping the
+		// network's: that is the connection, below.)
+		return nil, &CallError{Kind: KindProtocol, Server: server, Err: err}
 	}
 	// The connection broke: the next call reconnects. The call itself is
 	// not retried, since the upstream may have run it.
 	r.drop(key, cs)
-	return nil, &CallError{Kind: KindUnreachable, Server: server, Err: err}
+	return nil, r.unreachable(server, err)
 }
 
 func (r *Registry) session(ctx context.Context, key string, u Upstream) (*mcp.ClientSession, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/execution/rest"
 	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
+	"github.com/seed0cff8200/cardex/internal/faces/hostguard"
 	"github.com/seed0cff8200/cardex/internal/faces/mcpfront"
 	"github.com/seed0cff8200/cardex/internal/faces/tlsguard"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -62,6 +63,9 @@ type Config struct {
 	Limiter *ratelimit.Limiter
 	// Console, when set, is the web console, served under /console/.
 	Console http.Handler
+	// Hosts are the Host names the HTTP listener answers besides loopback
+	// ones: every surface on it refuses any other (hostguard).
+	Hosts hostguard.Policy
 }
 
 // Surfaces are the running agent surfaces.
@@ -140,14 +144,17 @@ func Open(cfg Config) (*Surfaces, error) {
 			mux.Handle("/console/", cfg.Console)
 		}
 		if cfg.TokenFile != "" {
-			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless})
+			s.front = mcpfront.NewHandler(mcpfront.Config{Gateway: s.gw, Tokens: s.tokens, Logger: log, Version: cfg.Version, Stateless: cfg.MCPStateless,
+				HostChecked: true})
 			mux.Handle(mcpfront.Path, cfg.Limiter.HTTP(s.agent, gateway.CallTool, whenServing(cfg.Serving, s.front)))
 		} else {
 			// Without a token file every request would be refused.
 			log.Info("MCP front off: no agent token file (--agent-tokens)")
 		}
 		s.mux = mux
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		// One Host check in front of every surface of the listener (those
+		// mounted on the mux later, such as the HTTP/JSON API, included).
+		s.http = &http.Server{Handler: cfg.Hosts.Handler(mux), ReadHeaderTimeout: 10 * time.Second}
 	}
 	_, anon := s.tokens.Anonymous()
 	log.Info("agent surfaces", "http", s.Addr(), "mcp", cfg.TokenFile != "" && s.lis != nil, "tokens", s.tokens.Len(), "anonymous", anon, "upstreams", reg.Len())
@@ -216,6 +223,13 @@ func (s *Surfaces) Serve() {
 			s.errc <- fmt.Errorf("/mcp listener: %w", err)
 		}
 	}()
+}
+
+// CheckSQLRoles checks the role of every SQL upstream and logs what it may
+// do beyond reading, with what to revoke (sqlquery.CheckRole). Run it in
+// the background at start: a database may be slow or down.
+func (s *Surfaces) CheckSQLRoles(ctx context.Context) map[string][]sqlquery.RoleFinding {
+	return s.sql.CheckRoles(ctx)
 }
 
 // Err delivers a failure of the /mcp listener.

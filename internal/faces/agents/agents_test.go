@@ -22,11 +22,10 @@ import (
 
 const agentToken = "agent-token-0123456789ab"
 
-// openMCP serves /mcp on loopback with TLS and the given limiter and
-// returns its URL and an HTTPS client that trusts it.
-func openMCP(t *testing.T, lim *ratelimit.Limiter) (string, *http.Client) {
+// oneTool is a retriever over a store in dir holding one card, and the
+// token file of an agent that may use everything.
+func oneTool(t *testing.T, dir string) (*retriever.Retriever, string) {
 	t.Helper()
-	dir := t.TempDir()
 	store, err := embedded.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +41,18 @@ func openMCP(t *testing.T, lim *ratelimit.Limiter) (string, *http.Client) {
 	}
 	t.Cleanup(func() { ret.Close() })
 	tf := filepath.Join(dir, "tokens.yaml")
-	os.WriteFile(tf, []byte("tokens:\n  - {token: "+agentToken+", tenant: acme, subject: agent-1, scopes: ['*']}\n"), 0o600)
+	if err := os.WriteFile(tf, []byte("tokens:\n  - {token: "+agentToken+", tenant: acme, subject: agent-1, scopes: ['*']}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ret, tf
+}
+
+// openMCP serves /mcp on loopback with TLS and the given limiter and
+// returns its URL and an HTTPS client that trusts it.
+func openMCP(t *testing.T, lim *ratelimit.Limiter) (string, *http.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	ret, tf := oneTool(t, dir)
 	p := testpki.New(t)
 	tlsCfg, err := auth.ServerTLS(p.ServerCert, p.ServerKey, "")
 	if err != nil {

@@ -206,7 +206,7 @@ func (s *execution) status(method string, err error) error {
 		switch d.Outcome {
 		case upstream.OutcomeDeniedUnknown:
 			return status.Error(codes.NotFound, d.Error())
-		case upstream.OutcomeDeniedAmbiguous:
+		case upstream.OutcomeDeniedAmbiguous, gateway.OutcomeDeniedClosedView:
 			return status.Error(codes.FailedPrecondition, d.Error())
 		default:
 			return status.Error(codes.InvalidArgument, d.Error())

@@ -291,3 +291,15 @@ func TestSearchToolsAbstains(t *testing.T) {
 		t.Errorf("without a minimum: abstained %v, %d tools", res.GetAbstained(), len(res.GetTools()))
 	}
 }
+
+// TestCallToolBoundsNumbers: arguments with numbers the schema validator
+// would read as million-digit rationals are refused before it runs, with
+// the path and the limit (issue 20, finding 4).
+func TestCallToolBoundsNumbers(t *testing.T) {
+	e := startExec(t, loadCatalogue(t, "../../../examples/catalog"))
+	args := `{"order_id":"ORD-1","n":[` + strings.TrimSuffix(strings.Repeat("1e999999,", 2500), ",") + `]}`
+	_, err := e.client.CallTool(asAgent(t, supportToken), &pb.CallToolRequest{Server: "orders", Name: "get_order", ArgumentsJson: args})
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "at '/n/0': the number's exponent is 999999; the limit is ±400") {
+		t.Fatalf("CallTool: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/execution/gateway"
+	"github.com/seed0cff8200/cardex/internal/execution/sqlquery"
+	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/sources/sqlimport"
@@ -66,6 +70,37 @@ func importInventory(t *testing.T, ctx context.Context, st cards.Store, url, sch
 	}
 }
 
+// inventoryStore loads the example database into a schema of its own on
+// the database at url and imports it into a fresh store (in dir), as
+// `cardex import sql` does; it returns the schema's name.
+func inventoryStore(t *testing.T, url string) (schema string, st cards.Store, dir string) {
+	t.Helper()
+	schema = pgtest.Inventory(t, url)
+	dir = t.TempDir()
+	es, err := embedded.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { es.Close() })
+	importInventory(t, context.Background(), es, url, schema)
+	return schema, es, dir
+}
+
+// tightenOwners makes the owners' view (e-mail addresses) need pii:read
+// too, as a platform team would after the import.
+func tightenOwners(t *testing.T, st cards.Store, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: schema + ".service_owners"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners.RequiredScopes = []string{"inventory:read", "pii:read"}
+	if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSQLThroughMCP is the issue's path end to end, as `cardex serve` wires
 // it: import a real database's commented views, find them by a question in
 // plain words over /mcp, describe one, and query through call_tool — with
@@ -79,24 +114,10 @@ func TestSQLThroughMCP(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			ctx := context.Background()
 			url := db.url(t)
-			s := pgtest.Inventory(t, url)
-			dir := t.TempDir()
-			st, err := embedded.Open(filepath.Join(dir, "store"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			importInventory(t, ctx, st, url, s)
+			s, st, dir := inventoryStore(t, url)
 			// The platform team makes the owners' view (e-mail addresses) need pii:read too,
 			// without importing again: the query card itself still asks for inventory:read only.
-			owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			owners.RequiredScopes = []string{"inventory:read", "pii:read"}
-			if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
-				t.Fatal(err)
-			}
+			tightenOwners(t, st, s)
 
 			write := func(name, body string) string {
 				p := filepath.Join(dir, name)
@@ -307,4 +328,137 @@ func TestSQLThroughMCP(t *testing.T) {
 func jsonNum(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestSQLRevokedViewUnreadable: a view card the platform team revoked (or
+// left pending) must not be readable through SERVER/query. The gateway
+// checked the scopes of active view cards only, so a revoked view was read
+// like any table. Now, while the query role may still SELECT a view whose
+// card is not active, the query card refuses to run, and says what to do;
+// once the view is gone (or unreadable), queries run again.
+func TestSQLRevokedViewUnreadable(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NativeURL(t)
+	s, st, _ := inventoryStore(t, url)
+	ret, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ret.Close() })
+	cfg := upstream.Config{Upstreams: []upstream.Upstream{{Server: "inventory", SQL: &upstream.SQL{DatabaseURL: url}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pools := sqlquery.New(cfg, nil)
+	t.Cleanup(pools.Close)
+	gw := &gateway.Gateway{Retriever: ret, SQL: pools}
+	caller := retriever.Caller{Tenant: "acme", Subject: "oncall", Scopes: []string{"inventory:read"}}
+	query := func(sql string) (gateway.CallResult, error) {
+		args, _ := json.Marshal(map[string]any{"sql": strings.ReplaceAll(sql, "S.", s+".")})
+		return gw.Call(ctx, caller, gateway.Origin{Via: gateway.ViaGRPC}, "query", "inventory", args)
+	}
+	if res, err := query("SELECT count(*) AS n FROM S.service_owners"); err != nil || res.Query == nil || res.Query.RowCount != 1 {
+		t.Fatalf("before: %+v %v", res, err)
+	}
+
+	// The platform team revokes the owners' view (e-mail addresses).
+	owners, err := st.Get(ctx, cards.Key{Tenant: "acme", Server: "inventory", Name: s + ".service_owners"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners.Status = cards.StatusRevoked
+	if _, err := st.Put(ctx, []cards.Card{owners}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ret.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"SELECT oncall_email FROM S.service_owners", "SELECT count(*) AS n FROM S.teams"} {
+		_, err := query(sql)
+		var d *gateway.Denial
+		if !errors.As(err, &d) || d.Outcome != gateway.OutcomeDeniedClosedView || !strings.Contains(d.Message, "not active") || strings.Contains(d.Message, "service_owners") {
+			t.Fatalf("%s with a revoked view still readable: %v", sql, err)
+		}
+	}
+	// The view is dropped from the database (or SELECT on it revoked): the
+	// revoked card no longer blocks the others.
+	pgtest.Exec(t, url, "DROP VIEW "+s+".service_owners")
+	if res, err := query("SELECT count(*) AS n FROM S.teams"); err != nil || res.Query == nil || res.Query.RowCount != 1 {
+		t.Fatalf("after the view is gone: %+v %v", res, err)
+	}
+}
+
+// TestSQLQueryToolListed: the query card is listed like every callable
+// tool — in a full-disclosure token's tools/list, and as a pin of a
+// progressive one — and called by its qualified name. It was never listed:
+// a full token that could call it saw an empty list, and always_load:
+// [inventory/query] was dropped. A token without the scopes of every view
+// sees it nowhere.
+func TestSQLQueryToolListed(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NativeURL(t)
+	s, st, dir := inventoryStore(t, url)
+	tightenOwners(t, st, s)
+	ret, err := retriever.New(ctx, st, embed.NewHashed(embed.DefaultDim), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ret.Close() })
+	t.Setenv("INVENTORY_LIST_URL", url)
+	up := filepath.Join(dir, "upstreams.yaml")
+	tf := filepath.Join(dir, "tokens.yaml")
+	for p, body := range map[string]string{
+		up: "upstreams:\n  - server: inventory\n    sql: {database_url: \"${INVENTORY_LIST_URL}\"}\n",
+		tf: `tokens:
+  - {token: full-token-0123456789, tenant: acme, subject: full, scopes: ["inventory:read", "pii:read"], disclosure: full}
+  - {token: pinned-token-0123456789, tenant: acme, subject: pinned, scopes: ["inventory:read", "pii:read"], always_load: [inventory/query]}
+  - {token: narrow-token-0123456789, tenant: acme, subject: narrow, scopes: ["inventory:read"], disclosure: full}
+`} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	surf, err := agents.Open(agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
+		TokenFile: tf, UpstreamsFile: up, HTTPListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	surf.Serve()
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = surf.Shutdown(sctx)
+		_ = surf.Close()
+	})
+	list := func(token string) []string {
+		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + surf.Addr() + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		var names []string
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, tool.Name)
+		}
+		if token == "full-token-0123456789" {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "inventory__query", Arguments: map[string]any{"sql": "SELECT count(*) AS n FROM " + s + ".teams"}})
+			if err != nil || res.IsError {
+				t.Fatalf("inventory__query: %v %+v", err, res)
+			}
+		}
+		return names
+	}
+	if got := list("full-token-0123456789"); !slices.Equal(got, []string{"inventory__query"}) {
+		t.Errorf("full disclosure lists %v, want [inventory__query] (the views are described, not called)", got)
+	}
+	if got := list("pinned-token-0123456789"); !slices.Equal(got, []string{"search_tools", "describe_tool", "call_tool", "inventory__query"}) {
+		t.Errorf("progressive with the pin lists %v", got)
+	}
+	if got := list("narrow-token-0123456789"); len(got) != 0 {
+		t.Errorf("a token without pii:read (the owners' view) lists %v", got)
+	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/audittrail"
 	"github.com/seed0cff8200/cardex/internal/access/auth"
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/faces/hostguard"
 	"github.com/seed0cff8200/cardex/internal/sources/enrich"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	// for fresh search examples.
 	Enrichment *enrich.Worker
 	Logger     *slog.Logger
+	// Hosts are the names the console is reached by besides loopback ones:
+	// a form must come from one of them (the CSRF check).
+	Hosts hostguard.Policy
 }
 
 //go:embed templates/*.html
@@ -135,8 +139,8 @@ func New(cfg Config) (*Console, error) {
 // ServeHTTP answers every request under Path, with the console's security
 // headers. The referrer policy is same-origin, not no-referrer: under
 // no-referrer a browser sends "Origin: null" with a form's POST, and the
-// CSRF check (which compares the Origin with the host) would refuse every
-// form, the sign-in first.
+// CSRF check (which compares the Origin with the console's origins) would
+// refuse every form, the sign-in first.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")

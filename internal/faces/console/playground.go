@@ -195,7 +195,11 @@ func (c *Console) discover(r *http.Request, s *session, req *pb.DiscoverToolsReq
 		return err
 	}
 	key := ratelimit.CallerKey(caller.Tenant, caller.Subject)
-	if dn := c.cfg.Limiter.Allow(ratelimit.Discovery, key, caller.Tenant); dn != nil {
+	credential := ""
+	if s.Discover.Binding == nil && s.Discover.Name != auth.Unauthenticated.Name {
+		credential = "credential:" + s.Discover.Name // the same bucket as the credential's gRPC calls
+	}
+	if dn := c.cfg.Limiter.AllowFor(ratelimit.Discovery, credential, key, caller.Tenant); dn != nil {
 		return dn
 	}
 	release, dn := c.cfg.Limiter.Acquire(key)

@@ -264,16 +264,15 @@ func (c *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 
 // checkCSRF accepts a form only when it repeats the CSRF cookie (which
 // another site can neither read nor send: HttpOnly, SameSite=Strict) and,
-// when the browser says where it came from, it came from this origin.
+// when the browser says where it came from, it came from this console: an
+// origin the Host policy names (hostguard), not merely one equal to the
+// request's Host, which a DNS-rebinding page sets to its own name.
 func (c *Console) checkCSRF(r *http.Request) error {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		return errCSRF
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
-			return errCSRF
-		}
+	if o := r.Header.Get("Origin"); o != "" && !c.cfg.Hosts.OriginAllowed(r, o) {
+		return errCSRF
 	}
 	ck, err := r.Cookie(csrfCookie)
 	if err != nil || len(ck.Value) != 64 {

@@ -62,6 +62,10 @@ type Config struct {
 	// PageSize is how many tools a full-mode tools/list page holds
 	// (DefaultPageSize when 0).
 	PageSize int
+	// HostChecked says the listener checks Host names itself (hostguard,
+	// which also answers the names it is told): the MCP SDK's own check,
+	// loopback names only, is then off.
+	HostChecked bool
 }
 
 // Tools returns the three fixed tool definitions.
@@ -139,7 +143,7 @@ func NewHandler(cfg Config) *Front {
 		f.pageSize = DefaultPageSize
 	}
 	fr := &Front{f: f, done: make(chan struct{})}
-	opts := &mcp.StreamableHTTPOptions{Stateless: cfg.Stateless, Logger: cfg.Logger}
+	opts := &mcp.StreamableHTTPOptions{Stateless: cfg.Stateless, Logger: cfg.Logger, DisableLocalhostProtection: cfg.HostChecked}
 	if !cfg.Stateless {
 		opts.SessionTimeout = SessionIdle
 	}

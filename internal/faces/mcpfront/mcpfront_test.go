@@ -447,6 +447,10 @@ func TestRefusals(t *testing.T) {
 		{"not an MCP tool", "call_tool", map[string]any{"name": "get_invoice"}, "is a rest_operation card, and this server calls none"},
 		{"unknown meta-tool argument", "call_tool", map[string]any{"name": "read_file", "args": map[string]any{}}, "invalid arguments for call_tool"},
 		{"query too long", "search_tools", map[string]any{"query": strings.Repeat("q", 201)}, "query: is 201 characters; the limit is 200"},
+		// Numbers the schema validator would read as million-digit rationals
+		// are refused before it runs.
+		{"huge exponents", "call_tool", map[string]any{"name": "read_file", "arguments": json.RawMessage(`{"path":[` + strings.TrimSuffix(strings.Repeat("1e999999,", 2500), ",") + `]}`)},
+			"at '/path/0': the number's exponent is 999999; the limit is ±400"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, text := call(t, cs, tc.tool, tc.args)
@@ -488,11 +492,22 @@ func TestUpstreamFailures(t *testing.T) {
 			t.Fatalf("%s: isError=%v %q, want %q", tc.tool, res.IsError, text, tc.want)
 		}
 	}
-	// An upstream that is gone is a clear error, not a hang.
+	// An upstream that is gone is a clear error, not a hang, and it names
+	// no address: where the upstream lives is not the agent's business, nor
+	// the audit log's.
 	e.up.srv.Close()
+	addr := strings.TrimPrefix(e.up.srv.URL, "http://")
+	_, port, _ := strings.Cut(addr, ":")
 	res, text := call(t, cs, "call_tool", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "a"}})
-	if !res.IsError || !strings.Contains(text, `upstream "files"`) {
+	if !res.IsError || !strings.Contains(text, `upstream "files"`) || strings.Contains(text, addr) || strings.Contains(text, port) {
 		t.Fatalf("closed upstream: %s", text)
+	}
+	audit, err := os.ReadFile(e.auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(audit), addr) || strings.Contains(string(audit), ":"+port) {
+		t.Fatalf("the audit log names the upstream's address:\n%s", audit)
 	}
 }
 

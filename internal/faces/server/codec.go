@@ -17,15 +17,16 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 )
 
-// utf8Codec is gRPC's protobuf codec with one difference: a request whose
-// string field holds invalid UTF-8 is answered InvalidArgument naming the
-// field, not Internal. gRPC turns every codec error into Internal, so the
-// codec accepts such a message as empty and remembers the field; the first
-// interceptor (or a stream's RecvMsg) finds it and refuses the call before
-// any handler runs.
+// utf8Codec is gRPC's protobuf codec with one difference: a request it
+// cannot decode is answered InvalidArgument, not Internal — one whose
+// string field holds invalid UTF-8 naming the field, any other naming the
+// request and its message type. gRPC turns every codec error into
+// Internal, so the codec accepts such a message as empty and remembers why
+// it is not; the first interceptor (or a stream's RecvMsg) finds it and
+// refuses the call before any handler runs.
 type utf8Codec struct {
 	base encoding.CodecV2
-	bad  sync.Map // request message (pointer) → field path
+	bad  sync.Map // request message (pointer) → error (*cards.FieldError)
 }
 
 func newUTF8Codec() *utf8Codec {
@@ -45,23 +46,24 @@ func (c *utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return err
 	}
-	field := invalidUTF8Field(data.Materialize(), m.ProtoReflect().Descriptor())
-	if field == "" {
-		return err
+	md := m.ProtoReflect().Descriptor()
+	bad := cards.Invalid("request", "is not a valid protobuf encoding of %s: %v", md.FullName(), err)
+	if field := invalidUTF8Field(data.Materialize(), md); field != "" {
+		bad = cards.Invalid(field, "is not valid UTF-8")
 	}
 	proto.Reset(m)
-	c.bad.Store(v, field)
+	c.bad.Store(v, bad)
 	return nil
 }
 
-// refused returns the InvalidArgument error for a message the codec took
-// in with invalid UTF-8, and forgets it.
+// refused returns the InvalidArgument error for a message the codec could
+// not decode, and forgets it.
 func (c *utf8Codec) refused(m any) error {
-	f, ok := c.bad.LoadAndDelete(m)
+	bad, ok := c.bad.LoadAndDelete(m)
 	if !ok {
 		return nil
 	}
-	return toStatus(nil, "", cards.Invalid(f.(string), "is not valid UTF-8"))
+	return toStatus(nil, "", bad.(error))
 }
 
 func (c *utf8Codec) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {

@@ -104,7 +104,19 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err := checkTenantHeader(ctx, routed); err != nil {
 		return nil, toStatus(g.log, method, err)
 	}
-	return g.limited(ctx, method, p.Name, limitKey, tenant, req, next)
+	return g.limited(ctx, method, p.Name, namesCallers(p), limitKey, tenant, req, next)
+}
+
+// namesCallers is the credential whose calls draw from a bucket of its own
+// because it states its callers itself (an unbound service token: without
+// that bucket, naming a new caller each time would escape every limit), or
+// "": a bound token or JWT is its caller, and an open service has no
+// credential to limit.
+func namesCallers(p auth.Principal) string {
+	if p.Binding != nil || p.Name == auth.Unauthenticated.Name {
+		return ""
+	}
+	return p.Name
 }
 
 // mayEvaluate says whether a call may mark its discovery as an
@@ -155,17 +167,21 @@ func (g *guard) execution(ctx context.Context, method string, req any, next grpc
 		return nil, toStatus(g.log, method, err)
 	}
 	name := "agent:" + id.Tenant + "/" + id.Subject
-	return g.limited(ctx, method, name, ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, req, next)
+	return g.limited(ctx, method, name, "", ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, req, next)
 }
 
 // limited runs the call under the rate and in-flight limits and the
-// server-side deadline.
-func (g *guard) limited(ctx context.Context, method, principal, key, tenant string, req any, next grpc.UnaryHandler) (any, error) {
+// server-side deadline. credential names the credential's own bucket ("" for
+// an agent token, whose identity is its caller).
+func (g *guard) limited(ctx context.Context, method, principal, credential, key, tenant string, req any, next grpc.UnaryHandler) (any, error) {
 	class := ratelimit.Call
 	if discoveryClass[method] {
 		class = ratelimit.Discovery
 	}
-	if d := g.lim.Allow(class, key, tenant); d != nil {
+	if credential != "" {
+		credential = "credential:" + credential
+	}
+	if d := g.lim.AllowFor(class, credential, key, tenant); d != nil {
 		return nil, g.exhausted(ctx, method, principal, tenant, d)
 	}
 	release, d := g.lim.Acquire(key)

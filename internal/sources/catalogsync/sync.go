@@ -41,6 +41,9 @@ type Change struct {
 	Card   cards.Card
 	// Fields lists what differs, for updates.
 	Fields []string
+	// Defaulted says the card's required scopes are the server's default
+	// (DefaultScopes): the source named none and the import gave none.
+	Defaulted bool
 }
 
 // Plan is the diff between the stored namespace and an import.
@@ -80,7 +83,9 @@ type Options struct {
 	// Scopes are added to the required scopes of new cards (to those the
 	// source itself names, such as OpenAPI OAuth scopes). Stored cards keep
 	// theirs (a platform team may have tightened them) unless
-	// OverrideScopes.
+	// OverrideScopes. A card that would require no scope at all gets its
+	// server's default instead (DefaultScopes): an import never opens a
+	// tool to every caller of the tenant.
 	Scopes         []string
 	OverrideScopes bool
 	// Reactivate turns revoked cards whose tool is back on the server
@@ -96,7 +101,9 @@ type Options struct {
 // normalised) with the stored ones. The import owns the fields it reads from
 // the source: kind, summary, description, schemas and annotations. Fields a
 // platform team curates (aliases, tags, when_not_to_use, required scopes
-// unless OverrideScopes) are kept from the stored card.
+// unless OverrideScopes) are kept from the stored card, except that an
+// empty when_not_to_use takes the source's (a deprecation notice) and a
+// tool the source deprecates gets the deprecated tag.
 func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Plan, error) {
 	plan := Plan{Tenant: tenant, Server: server}
 	byName := make(map[string]cards.Card, len(stored))
@@ -115,13 +122,13 @@ func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Pl
 		old, ok := byName[in.Name]
 		if !ok {
 			c := in.Clone()
-			c.RequiredScopes = append(slices.Clone(in.RequiredScopes), opt.Scopes...)
+			defaulted := scope(&c, opt.Scopes)
 			c.Status = cards.StatusActive
 			c.Version = 0
 			if err := cards.Normalize(&c); err != nil {
 				return Plan{}, fmt.Errorf("tool %q: %w", in.Name, err)
 			}
-			plan.Changes = append(plan.Changes, Change{Action: Create, Card: c})
+			plan.Changes = append(plan.Changes, Change{Action: Create, Card: c, Defaulted: defaulted})
 			continue
 		}
 		want := old.Clone()
@@ -134,8 +141,16 @@ func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Pl
 		if len(want.Aliases) == 0 {
 			want.Aliases = in.Aliases
 		}
+		if want.WhenNotToUse == "" {
+			want.WhenNotToUse = in.WhenNotToUse
+		}
+		if slices.Contains(in.Tags, cards.TagDeprecated) && !slices.Contains(want.Tags, cards.TagDeprecated) {
+			want.Tags = append(slices.Clone(want.Tags), cards.TagDeprecated)
+		}
+		defaulted := false
 		if opt.OverrideScopes {
-			want.RequiredScopes = append(slices.Clone(in.RequiredScopes), opt.Scopes...)
+			want.RequiredScopes = slices.Clone(in.RequiredScopes)
+			defaulted = scope(&want, opt.Scopes)
 		}
 		action := Update
 		switch old.Status {
@@ -155,7 +170,7 @@ func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Pl
 			plan.Changes = append(plan.Changes, Change{Action: Unchanged, Card: old})
 			continue
 		}
-		plan.Changes = append(plan.Changes, Change{Action: action, Card: want, Fields: changedFields(&old, &want)})
+		plan.Changes = append(plan.Changes, Change{Action: action, Card: want, Fields: changedFields(&old, &want), Defaulted: defaulted})
 	}
 	keep := map[string]bool{}
 	for _, n := range opt.Keep {
@@ -181,6 +196,42 @@ func Diff(tenant, server string, stored, imported []cards.Card, opt Options) (Pl
 	return plan, nil
 }
 
+// scope sets the required scopes of an imported card: those its source
+// names plus the import's; when that is none at all, its server's default
+// (and it reports true).
+func scope(c *cards.Card, extra []string) bool {
+	c.RequiredScopes = append(slices.Clone(c.RequiredScopes), extra...)
+	if len(c.RequiredScopes) > 0 {
+		return false
+	}
+	c.RequiredScopes = []string{DefaultScope(c)}
+	return true
+}
+
+// The default scopes of an imported tool that names none: the server's
+// name and the tool's effect, so that a platform team opens a server's
+// tools by granting SERVER:read (or SERVER:* for all of them).
+const (
+	ReadSuffix  = ":read"  // read-only tools (annotation read_only)
+	WriteSuffix = ":write" // tools that are neither read-only nor declared destructive
+	AdminSuffix = ":admin" // destructive tools (annotation destructive)
+)
+
+// DefaultScope is the scope an imported card gets when neither its source
+// nor the import names one: SERVER:read when it is read-only, SERVER:admin
+// when it is destructive, SERVER:write otherwise (a tool that says nothing
+// about its effects counts as writing).
+func DefaultScope(c *cards.Card) string {
+	switch a := c.Annotations; {
+	case a.ReadOnly != nil && *a.ReadOnly:
+		return c.Server + ReadSuffix
+	case a.Destructive != nil && *a.Destructive:
+		return c.Server + AdminSuffix
+	default:
+		return c.Server + WriteSuffix
+	}
+}
+
 func changedFields(a, b *cards.Card) []string {
 	var out []string
 	add := func(name string, differ bool) {
@@ -193,6 +244,8 @@ func changedFields(a, b *cards.Card) []string {
 	add("summary", a.Summary != b.Summary)
 	add("description", a.Description != b.Description)
 	add("aliases", !slices.Equal(a.Aliases, b.Aliases))
+	add("tags", !slices.Equal(a.Tags, b.Tags))
+	add("when_not_to_use", a.WhenNotToUse != b.WhenNotToUse)
 	add("required_scopes", !slices.Equal(a.RequiredScopes, b.RequiredScopes))
 	add("input_schema", string(a.InputSchema) != string(b.InputSchema))
 	add("output_schema", string(a.OutputSchema) != string(b.OutputSchema))

@@ -24,6 +24,16 @@ func stored(c cards.Card, version int64, mut func(*cards.Card)) cards.Card {
 	return c
 }
 
+func annotated(c cards.Card, readOnly, destructive bool) cards.Card {
+	c.Annotations = cards.Annotations{ReadOnly: &readOnly, Destructive: &destructive}
+	return c
+}
+
+func with(c cards.Card, f func(*cards.Card)) cards.Card {
+	f(&c)
+	return c
+}
+
 func TestDiff(t *testing.T) {
 	rest := card("get_x", "Get x.")
 	rest.Kind = cards.KindRESTOperation
@@ -94,6 +104,54 @@ func TestDiff(t *testing.T) {
 			want:     map[string]Action{"back": Reactivate},
 			check: func(t *testing.T, p Plan) {
 				if c := p.Changes[0].Card; c.Status != cards.StatusActive || len(p.Writes()) != 1 {
+					t.Errorf("%+v", c)
+				}
+			},
+		},
+		{
+			// Closed by default: a tool whose source names no scope, imported
+			// without --scopes, requires its server's scope by its effect.
+			name: "no scope anywhere: the server's scope by the tool's effect",
+			imported: []cards.Card{
+				annotated(card("read", "Read."), true, false),
+				annotated(card("write", "Write."), false, false),
+				annotated(card("delete", "Delete."), false, true),
+				card("unknown", "Says nothing of its effects."),
+				card("oauth", "Names its own.", "api:read"),
+			},
+			opt:  Options{Kind: cards.KindMCPTool},
+			want: map[string]Action{"read": Create, "write": Create, "delete": Create, "unknown": Create, "oauth": Create},
+			check: func(t *testing.T, p Plan) {
+				want := map[string]string{"read": "files:read", "write": "files:write", "delete": "files:admin", "unknown": "files:write", "oauth": "api:read"}
+				for _, ch := range p.Changes {
+					if got := ch.Card.RequiredScopes; !slices.Equal(got, []string{want[ch.Card.Name]}) || ch.Defaulted != (ch.Card.Name != "oauth") {
+						t.Errorf("%s: scopes %v, defaulted %v", ch.Card.Name, got, ch.Defaulted)
+					}
+				}
+			},
+		},
+		{
+			name:     "--override-scopes without --scopes closes, never opens",
+			stored:   []cards.Card{stored(card("read", "Read."), 3, nil)},
+			imported: []cards.Card{annotated(card("read", "Read."), true, false)},
+			opt:      Options{Kind: cards.KindMCPTool, OverrideScopes: true},
+			want:     map[string]Action{"read": Update},
+			check: func(t *testing.T, p Plan) {
+				if c := p.Changes[0]; !slices.Equal(c.Card.RequiredScopes, []string{"files:read"}) || !c.Defaulted {
+					t.Errorf("%+v", c)
+				}
+			},
+		},
+		{
+			name:     "a deprecation reaches a stored card's empty when_not_to_use and its tags",
+			stored:   []cards.Card{stored(card("old", "Old.", "files:read"), 2, func(c *cards.Card) { c.Tags = []string{"io"} })},
+			imported: []cards.Card{with(card("old", "Old. DEPRECATED: use new."), func(c *cards.Card) { c.WhenNotToUse = "DEPRECATED: use new."; c.Tags = []string{cards.TagDeprecated} })},
+			opt:      Options{Kind: cards.KindMCPTool},
+			want:     map[string]Action{"old": Update},
+			check: func(t *testing.T, p Plan) {
+				c := p.Changes[0]
+				if c.Card.WhenNotToUse != "DEPRECATED: use new." || !slices.Equal(c.Card.Tags, []string{"deprecated", "io"}) ||
+					!slices.Equal(c.Fields, []string{"summary", "tags", "when_not_to_use"}) {
 					t.Errorf("%+v", c)
 				}
 			},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -107,6 +108,10 @@ func ToCard(tenant, server string, t *mcp.Tool) (cards.Card, error) {
 	if title != "" {
 		c.Aliases = []string{Cut(title, cards.MaxAliasLen)}
 	}
+	if notice := Deprecation(t.Description); notice != "" {
+		c.WhenNotToUse = Cut(notice, cards.MaxWhenNotToUseLen)
+		c.Tags = append(c.Tags, cards.TagDeprecated)
+	}
 	if a := t.Annotations; a != nil {
 		ro, idem := a.ReadOnlyHint, a.IdempotentHint
 		c.Annotations = cards.Annotations{ReadOnly: &ro, Idempotent: &idem, Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
@@ -140,25 +145,80 @@ func schemaJSON(v any) (json.RawMessage, error) {
 
 // Summary is the first sentence of a description (its first paragraph,
 // then up to the first '.', '!' or '?' followed by a space), sanitised and
-// cut to the summary limit at a word boundary.
+// cut to the summary limit at a word boundary. A deprecation notice
+// elsewhere in the description (Deprecation) is kept after it: a model
+// that reads only the summary must still learn that the tool is on its
+// way out.
 func Summary(description string) string {
 	text := strings.TrimSpace(description)
 	if i := strings.Index(text, "\n\n"); i >= 0 {
 		text = text[:i]
 	}
-	text = cards.Sanitize(text)
+	return WithNotice(firstSentence(cards.Sanitize(text)), Deprecation(description))
+}
+
+// WithNotice is a summary with a deprecation notice after it (unless it
+// holds it already), both cut so that the whole is within the summary limit.
+func WithNotice(summary, notice string) string {
+	if notice == "" || strings.Contains(summary, notice) {
+		return Cut(summary, cards.MaxSummaryLen)
+	}
+	notice = Cut(notice, cards.MaxSummaryLen/2)
+	if summary == "" {
+		return notice
+	}
+	return Cut(summary, cards.MaxSummaryLen-1-utf8.RuneCountInString(notice)) + " " + notice
+}
+
+// sentences splits sanitised text after every '.', '!' or '?' that a space
+// or the end follows ("e.g. " and "i.e. " end none).
+func sentences(text string) []string {
+	var out []string
 	rs := []rune(text)
+	start := 0
 	for i, r := range rs {
 		if (r == '.' || r == '!' || r == '?') && (i+1 == len(rs) || unicode.IsSpace(rs[i+1])) {
-			// "e.g. " and "i.e. " do not end a sentence.
 			if i >= 3 && (string(rs[i-3:i+1]) == "e.g." || string(rs[i-3:i+1]) == "i.e.") {
 				continue
 			}
-			text = string(rs[:i+1])
-			break
+			out = append(out, strings.TrimSpace(string(rs[start:i+1])))
+			start = i + 1
 		}
 	}
-	return Cut(text, cards.MaxSummaryLen)
+	if rest := strings.TrimSpace(string(rs[start:])); rest != "" {
+		out = append(out, rest)
+	}
+	return out
+}
+
+func firstSentence(text string) string {
+	if s := sentences(text); len(s) > 0 {
+		return s[0]
+	}
+	return ""
+}
+
+// deprecated matches a sentence that opens with a deprecation notice:
+// "DEPRECATED: use x", "Deprecated. Use x instead.", "(Deprecated) ...",
+// "Deprecated in favour of x" — not a sentence that merely uses the word
+// ("Check whether packages are deprecated").
+var deprecated = regexp.MustCompile(`(?i)^[(\[*_]*deprecated\b\s*([:.!)\]—–-]|$|(in favou?r|since|use|please|and|;)\b)`)
+
+// Deprecation is the deprecation notice of a tool's description: the first
+// sentence that opens with one (and the sentence after it when the notice
+// is a bare "Deprecated."), or "" when there is none.
+func Deprecation(description string) string {
+	ss := sentences(cards.Sanitize(description))
+	for i, s := range ss {
+		if !deprecated.MatchString(s) {
+			continue
+		}
+		if len(strings.Fields(s)) == 1 && i+1 < len(ss) {
+			s += " " + ss[i+1]
+		}
+		return s
+	}
+	return ""
 }
 
 // Cut shortens s to at most n code points, at a word boundary when one is

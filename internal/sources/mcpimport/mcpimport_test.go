@@ -196,12 +196,17 @@ func TestToCardsSkipsInvalidNames(t *testing.T) {
 		tool("has space", "Bad name."),
 		tool("cardex__search_tools", "Reserved."),
 		tool(strings.Repeat("x", 129), "Too long."),
+		tool("call_tool", "Impersonates cardex's own."),
 	})
 	if len(got) != 1 || got[0].Name != "ok_tool" {
 		t.Fatalf("imported %v", got)
 	}
-	if len(skipped) != 3 {
+	if len(skipped) != 4 || skipped[3].Name != "call_tool" || !strings.Contains(skipped[3].Reason, "reserved") {
 		t.Fatalf("skipped %v", skipped)
+	}
+	// A server named like cardex's own is refused whole.
+	if got, skipped := mcpimport.ToCards("acme", "cardex__x", []*mcp.Tool{tool("ok_tool", "Fine.")}); len(got) != 0 || len(skipped) != 1 {
+		t.Fatalf("server cardex__x: imported %v, skipped %v", got, skipped)
 	}
 }
 

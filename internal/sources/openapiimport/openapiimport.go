@@ -53,6 +53,7 @@ func Load(ctx context.Context, spec string) (*openapi3.T, error) {
 // Skipped is an operation that could not become a card.
 type Skipped = mcpimport.Skipped
 
+// methods are the operations an OpenAPI path item may hold.
 var methods = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
 
 // ToCards maps every operation of the document to a normalised card of
@@ -88,8 +89,12 @@ func ToCards(doc *openapi3.T, tenant, server string) ([]cards.Card, []Skipped, e
 			if op == nil {
 				continue
 			}
-			c, err := r.card(doc, tenant, server, path, m, item, op)
 			ref := m + " " + path
+			if !slices.Contains(rest.Methods, m) {
+				skipped = append(skipped, Skipped{Name: ref, Reason: m + " " + rest.NotForwarded})
+				continue
+			}
+			c, err := r.card(doc, tenant, server, path, m, item, op)
 			if err != nil {
 				skipped = append(skipped, Skipped{Name: ref, Reason: err.Error()})
 				continue
@@ -104,6 +109,10 @@ func ToCards(doc *openapi3.T, tenant, server string) ([]cards.Card, []Skipped, e
 	}
 	return out, skipped, nil
 }
+
+// DeprecatedNotice is what a deprecated operation's card says when its
+// description gives no notice of its own.
+const DeprecatedNotice = "Deprecated: the API marks this operation deprecated."
 
 var notName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
@@ -137,7 +146,13 @@ func (r *resolver) card(doc *openapi3.T, tenant, server, path, method string, it
 	if summary == "" {
 		summary = method + " " + path
 	}
-	c.Summary = mcpimport.Cut(summary, cards.MaxSummaryLen)
+	// A deprecated operation says so where a model reads first (the
+	// summary) and in when_not_to_use, and is tagged (ranked lower).
+	notice := mcpimport.Deprecation(op.Description)
+	if notice == "" && op.Deprecated {
+		notice = DeprecatedNotice
+	}
+	c.Summary = mcpimport.WithNotice(summary, notice)
 	if d := cards.Sanitize(op.Description); d != "" && d != c.Summary {
 		c.Description = mcpimport.Cut(d, cards.MaxDescriptionLen)
 	}
@@ -146,8 +161,9 @@ func (r *resolver) card(doc *openapi3.T, tenant, server, path, method string, it
 			c.Tags = append(c.Tags, t)
 		}
 	}
-	if op.Deprecated {
-		c.Tags = append(c.Tags, "deprecated")
+	if notice != "" {
+		c.Tags = append(c.Tags, cards.TagDeprecated)
+		c.WhenNotToUse = mcpimport.Cut(notice, cards.MaxWhenNotToUseLen)
 	}
 	c.Annotations = annotations(method)
 

@@ -345,3 +345,59 @@ func TestUpstream(t *testing.T) {
 		t.Fatalf("the suggested entry does not validate: %v", err)
 	}
 }
+
+// TestDeprecatedOperation: an operation marked deprecated says so in its
+// summary and when_not_to_use, and carries the deprecated tag (which ranks
+// it below its replacement).
+func TestDeprecatedOperation(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /v1/things:
+    get: {operationId: listThingsV1, summary: List the things., deprecated: true, responses: {"200": {description: ok}}}
+  /v2/things:
+    get: {operationId: listThings, summary: List the things., responses: {"200": {description: ok}}}
+`
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, _, err := openapiimport.ToCards(doc, "acme", "things")
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("%v %v", cs, err)
+	}
+	for _, c := range cs {
+		dep := c.Name == "listThingsV1"
+		if c.Deprecated() != dep || strings.Contains(c.Summary, "Deprecated") != dep || (c.WhenNotToUse != "") != dep {
+			t.Errorf("%s: summary %q, when_not_to_use %q, tags %v", c.Name, c.Summary, c.WhenNotToUse, c.Tags)
+		}
+	}
+}
+
+// TestTraceIsNotImported: a trace operation is skipped with the reason (a
+// server answers TRACE by echoing the request, the credential headers cardex
+// adds included, back to the agent), and so is an operation named like one
+// of cardex's own tools.
+func TestTraceIsNotImported(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /echo:
+    get: {operationId: getEcho, responses: {"200": {description: ok}}}
+    trace: {operationId: traceEcho, responses: {"200": {description: ok}}}
+  /call:
+    post: {operationId: call_tool, summary: Impersonates cardex's own., responses: {"200": {description: ok}}}
+`
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, skipped, err := openapiimport.ToCards(doc, "acme", "echo")
+	if err != nil || len(cs) != 1 || cs[0].Name != "getEcho" {
+		t.Fatalf("cards %v, %v", cs, err)
+	}
+	if len(skipped) != 2 || skipped[1].Name != "TRACE /echo" || !strings.Contains(skipped[1].Reason, "echo") ||
+		skipped[0].Name != "POST /call" || !strings.Contains(skipped[0].Reason, "reserved") {
+		t.Fatalf("skipped %+v", skipped)
+	}
+}
