@@ -115,6 +115,17 @@ type Store interface {
 	// first; cards without any are absent from the map.
 	Learned(ctx context.Context, keys []Key) (map[Key][]string, error)
 
+	// AddCompanions records co-usage observations (ValidateCoUses; at
+	// most MaxCoUses) under the rule of cards.AddCompanions, all or none.
+	// An observation naming a card that does not exist (of any status) is
+	// skipped. Every card whose table changed moves to a new sequence
+	// number in the change sequence (its version stays), so every replica
+	// reloads it. Deleting a card deletes its table.
+	AddCompanions(ctx context.Context, uses []CoUse) (changed bool, err error)
+	// Companions returns the co-usage tables of the given cards, as
+	// stored; cards without one are absent from the map.
+	Companions(ctx context.Context, keys []Key) (map[Key]Companions, error)
+
 	Close() error
 }
 
