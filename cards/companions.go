@@ -11,10 +11,11 @@ import (
 // Co-usage bounds: per card, the MaxCompanions strongest companions are
 // kept; counts halve every CompanionHalfLife, and a companion whose count
 // decays under MinCompanionCount is forgotten. One AddCompanions call
-// records at most MaxCoUses observations.
+// records at most MaxCoUses sessions of at most MaxSessionTools tools.
 const (
 	MaxCompanions     = 16
-	MaxCoUses         = 1000
+	MaxCoUses         = 100
+	MaxSessionTools   = 32
 	CompanionHalfLife = 30 * 24 * time.Hour
 	MinCompanionCount = 0.05
 )
@@ -34,10 +35,12 @@ type Companion struct {
 // Count is how often the companion was used with the card, either side.
 func (c Companion) Count() float64 { return c.Before + c.After }
 
-// Companions is a card's co-usage table: its companions, strongest first
-// (then by server and name), with counts as of At.
+// Companions is a card's co-usage table: how many sessions used it with
+// other tools (Uses), and its companions, strongest first (then by server
+// and name), with counts as of At.
 type Companions struct {
 	At    time.Time   `json:"at"`
+	Uses  float64     `json:"uses"`
 	Tools []Companion `json:"tools"`
 }
 
@@ -45,11 +48,12 @@ type Companions struct {
 // nothing): every count halves per CompanionHalfLife, and companions under
 // MinCompanionCount are dropped.
 func (cs Companions) Decayed(t time.Time) Companions {
-	out := Companions{At: cs.At, Tools: slices.Clone(cs.Tools)}
+	out := Companions{At: cs.At, Uses: cs.Uses, Tools: slices.Clone(cs.Tools)}
 	if !t.After(cs.At) {
 		return out
 	}
 	f := decay(t.Sub(cs.At))
+	out.Uses *= f
 	for i := range out.Tools {
 		out.Tools[i].Before *= f
 		out.Tools[i].After *= f
@@ -63,74 +67,83 @@ func decay(d time.Duration) float64 {
 	return math.Exp2(-float64(d) / float64(CompanionHalfLife))
 }
 
-// CoUse is one observation of co-usage: Then was used after First, in one
-// session or turn of one tenant, at At (zero: when it is recorded).
+// CoUse is one observation of co-usage: the tools of one tenant that one
+// session (or turn) used, in the order each was first used, at At (zero:
+// when it is recorded).
 type CoUse struct {
-	First, Then Key
-	At          time.Time
+	Tools []Key
+	At    time.Time
 }
 
-// ValidateCoUses checks a batch of observations: at most MaxCoUses, each of
-// two different cards of one tenant.
+// ValidateCoUses checks a batch of observations: at most MaxCoUses, each
+// of 2 to MaxSessionTools different tools of one tenant.
 func ValidateCoUses(us []CoUse) error {
 	if len(us) > MaxCoUses {
 		return Invalid("co_uses", "has %d entries; the limit is %d", len(us), MaxCoUses)
 	}
 	for i, u := range us {
-		switch {
-		case u.First.Tenant != u.Then.Tenant:
-			return Invalid(fmt.Sprintf("co_uses[%d]", i), "names two tenants (%q, %q); co-usage is kept per tenant", u.First.Tenant, u.Then.Tenant)
-		case u.First == u.Then:
-			return Invalid(fmt.Sprintf("co_uses[%d]", i), "names %s twice; a tool is not its own companion", u.First)
-		case u.First.IsServer() || u.Then.IsServer():
-			return Invalid(fmt.Sprintf("co_uses[%d]", i), "names a server, not a tool")
+		field := fmt.Sprintf("co_uses[%d].tools", i)
+		if n := len(u.Tools); n < 2 || n > MaxSessionTools {
+			return Invalid(field, "has %d entries; a session names 2 to %d tools", n, MaxSessionTools)
+		}
+		seen := make(map[Key]bool, len(u.Tools))
+		for j, k := range u.Tools {
+			switch {
+			case k.Tenant != u.Tools[0].Tenant:
+				return Invalid(field, "names two tenants (%q, %q); co-usage is kept per tenant", u.Tools[0].Tenant, k.Tenant)
+			case k.IsServer():
+				return Invalid(fmt.Sprintf("%s[%d]", field, j), "names a server, not a tool")
+			case seen[k]:
+				return Invalid(field, "names %s twice; a session lists each tool once, at its first use", k)
+			}
+			seen[k] = true
 		}
 	}
 	return nil
 }
 
 // AddCompanions is the one rule for co-usage, applied by every store to the
-// table of card k: each observation that names k counts its other tool once,
-// as used after k (k was First) or before it (k was Then), decayed to the
-// table's time (a later observation first decays the table to its own time).
-// Then companions under MinCompanionCount are dropped and the
-// MaxCompanions strongest kept. It returns the new table (have is not
-// modified) and whether any observation named k. now stands in for an
-// observation's zero At.
+// table of card k: each session that used k counts once in Uses, and each
+// other tool it used once, as used before k or after it; a session older
+// than the table counts decayed to the table's time, a later one first
+// decays the table to its own. Then companions under MinCompanionCount are
+// dropped and the MaxCompanions strongest kept. It returns the new table
+// (have is not modified) and whether any session used k. now stands in for
+// a session's zero At.
 func AddCompanions(have Companions, k Key, now time.Time, uses ...CoUse) (Companions, bool) {
-	out := Companions{At: have.At, Tools: slices.Clone(have.Tools)}
+	out := Companions{At: have.At, Uses: have.Uses, Tools: slices.Clone(have.Tools)}
 	changed := false
 	for _, u := range uses {
-		var other Key
-		after := false
-		switch k {
-		case u.First:
-			other, after = u.Then, true
-		case u.Then:
-			other = u.First
-		default:
+		at := slices.Index(u.Tools, k)
+		if at < 0 {
 			continue
 		}
-		at := u.At
-		if at.IsZero() {
-			at = now
+		when := u.At
+		if when.IsZero() {
+			when = now
 		}
 		w := 1.0
-		if out.At.IsZero() || at.After(out.At) {
-			out = out.Decayed(at)
-			out.At = at
+		if out.At.IsZero() || when.After(out.At) {
+			out = out.Decayed(when)
+			out.At = when
 		} else {
-			w = decay(out.At.Sub(at))
+			w = decay(out.At.Sub(when))
 		}
-		i := slices.IndexFunc(out.Tools, func(c Companion) bool { return c.Server == other.Server && c.Name == other.Name })
-		if i < 0 {
-			out.Tools = append(out.Tools, Companion{Server: other.Server, Name: other.Name})
-			i = len(out.Tools) - 1
-		}
-		if after {
-			out.Tools[i].After += w
-		} else {
-			out.Tools[i].Before += w
+		out.Uses += w
+		for j, other := range u.Tools {
+			if j == at {
+				continue
+			}
+			i := slices.IndexFunc(out.Tools, func(c Companion) bool { return c.Server == other.Server && c.Name == other.Name })
+			if i < 0 {
+				out.Tools = append(out.Tools, Companion{Server: other.Server, Name: other.Name})
+				i = len(out.Tools) - 1
+			}
+			if j < at {
+				out.Tools[i].Before += w
+			} else {
+				out.Tools[i].After += w
+			}
 		}
 		changed = true
 	}
@@ -147,13 +160,27 @@ func AddCompanions(have Companions, k Key, now time.Time, uses ...CoUse) (Compan
 	return out, true
 }
 
+// KeepCoUses returns the sessions with the tools for which exists is false
+// left out, and sessions left with fewer than two tools dropped (the
+// stores' rule for cards that do not exist).
+func KeepCoUses(us []CoUse, exists func(Key) bool) []CoUse {
+	var out []CoUse
+	for _, u := range us {
+		kept := slices.DeleteFunc(slices.Clone(u.Tools), func(k Key) bool { return !exists(k) })
+		if len(kept) >= 2 {
+			out = append(out, CoUse{Tools: kept, At: u.At})
+		}
+	}
+	return out
+}
+
 // CoUseKeys lists the cards a batch of observations names, each once, in
 // first-seen order: the tables AddCompanions changes.
 func CoUseKeys(us []CoUse) []Key {
 	var out []Key
 	seen := map[Key]bool{}
 	for _, u := range us {
-		for _, k := range []Key{u.First, u.Then} {
+		for _, k := range u.Tools {
 			if !seen[k] {
 				seen[k] = true
 				out = append(out, k)

@@ -29,6 +29,8 @@ type Search struct {
 	// NoReformulate keeps low-confidence queries as they are (in-process
 	// only; the API has no such switch).
 	NoReformulate bool
+	// NoCompanions turns the companion step off.
+	NoCompanions bool
 }
 
 // Found is one slot of a shortlist: the (server, name) key of the tool, and
@@ -131,6 +133,7 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([]Found, error) {
 		AlphaSet: s.AlphaSet,
 		// The pipeline reformulates low-confidence queries unless told not to.
 		NoReformulate: s.NoReformulate,
+		NoCompanions:  s.NoCompanions,
 	})
 	if err != nil {
 		return nil, err

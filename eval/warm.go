@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 
 	"github.com/seed0cff8200/cardex/cards"
 )
@@ -29,12 +31,17 @@ func SplitQueries(qs []Query) (train, test []Query) {
 // replays the outcomes of training queries before any query is measured:
 // for each need of each training query, the need's canonical tool is
 // reported used, so the query becomes a learned phrasing of that card —
-// exactly what ReportOutcome(used_tool) does in the service.
+// exactly what ReportOutcome(used_tool) does in the service — and the
+// query's tools, in the order of its needs, are one session's co-usage
+// (companions), as the service records the tools a session used.
 type Warm struct {
 	*InProcess
 	train []Query
-	// Learned counts the (query, card) phrasings the replay added.
-	Learned int
+	// NoPhrasings and NoCompanions leave that lesson out of the replay.
+	NoPhrasings, NoCompanions bool
+	// Learned counts the (query, card) phrasings the replay added; CoUses
+	// the sessions of two or more tools it recorded as co-usage.
+	Learned, CoUses int
 }
 
 // NewWarm wraps an in-process backend.
@@ -42,7 +49,14 @@ func NewWarm(b *InProcess, train []Query) *Warm { return &Warm{InProcess: b, tra
 
 // Describe implements Backend.
 func (w *Warm) Describe() string {
-	return fmt.Sprintf("%s; warm: outcomes of %d training queries replayed", w.InProcess.Describe(), len(w.train))
+	var what []string
+	if !w.NoPhrasings {
+		what = append(what, "learned phrasings")
+	}
+	if !w.NoCompanions {
+		what = append(what, "co-usage")
+	}
+	return fmt.Sprintf("%s; warm: outcomes of %d training queries replayed (%s)", w.InProcess.Describe(), len(w.train), strings.Join(what, ", "))
 }
 
 // Register implements Backend: register, then replay the training outcomes.
@@ -55,10 +69,15 @@ func (w *Warm) Register(ctx context.Context, cat *Catalog) error {
 		byLabel[cat.Label(c.Server, c.Name)] = c.Key()
 	}
 	for _, q := range w.train {
+		var used []cards.Key
 		for _, need := range q.Needs() {
 			k, ok := byLabel[need[0]]
 			if !ok {
 				return fmt.Errorf("training query %s: unknown tool %q", q.ID, need[0])
+			}
+			used = append(used, k)
+			if w.NoPhrasings {
+				continue
 			}
 			changed, err := w.ret.Learn(ctx, k, q.Query)
 			if err != nil {
@@ -68,6 +87,32 @@ func (w *Warm) Register(ctx context.Context, cat *Catalog) error {
 				w.Learned++
 			}
 		}
+		if w.NoCompanions {
+			continue
+		}
+		uses := SessionCoUses(used)
+		if _, err := w.ret.RecordCoUse(ctx, uses); err != nil {
+			return fmt.Errorf("training query %s: %w", q.ID, err)
+		}
+		if len(uses) > 0 {
+			w.CoUses++
+		}
 	}
 	return nil
+}
+
+// SessionCoUses is the co-usage observation of one session that used
+// tools in this order (each tool at its first use); none when it used
+// fewer than two.
+func SessionCoUses(used []cards.Key) []cards.CoUse {
+	var tools []cards.Key
+	for _, k := range used {
+		if !slices.Contains(tools, k) {
+			tools = append(tools, k)
+		}
+	}
+	if len(tools) < 2 {
+		return nil
+	}
+	return []cards.CoUse{{Tools: tools[:min(len(tools), cards.MaxSessionTools)]}}
 }

@@ -57,6 +57,9 @@ type Request struct {
 	// ops are the operators of the query and the intents (operators.go),
 	// read by Discover and Search.
 	ops requestOps
+	// NoCompanions turns the companion step off for this request
+	// (companions.go).
+	NoCompanions bool
 	// MinConfidence (0..1) is the confidence the best tool of a ranked
 	// list (the query's, or an intent's) must reach for that list to be
 	// answered; a list under it contributes nothing, and when no list
@@ -82,6 +85,9 @@ type Scored struct {
 	// Intents are the indices (into Request.Intents) of the intents whose
 	// ranked lists reached this tool, ascending.
 	Intents []int
+	// CompanionOf is set when the tool was brought as a companion: the
+	// shortlisted tool it is used with (companions.go).
+	CompanionOf *cards.Key
 }
 
 // Result is a shortlist with its accounting. Every number in it is computed
@@ -470,6 +476,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	t1 := time.Now()
 	merged := MergeFair(ranked, topK)
 	res.Abstained = len(merged) == 0 && len(lists) > 0
+	var anchors []*entry
+	if !req.NoCompanions && !req.Mode.single() {
+		merged, anchors = addCompanions(r.companionOpts, cs, ranked, merged, topK)
+	}
 	res.Timings.Fuse += time.Since(t1)
 	t1 = time.Now()
 
@@ -491,7 +501,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	for _, m := range merged {
 		placed[m.ID] = true
 	}
-	for _, m := range merged {
+	for i, m := range merged {
 		e := m.e
 		m.e = nil // the view's own; not shown
 		if m.Fields == nil && m.mask != 0 {
@@ -499,6 +509,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		}
 		m.mask = 0
 		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
+		if i < len(anchors) && anchors[i] != nil {
+			k := anchors[i].card.Key()
+			s.CompanionOf, s.Reason = &k, companionReason(k, m.Fused)
+		}
 		for _, id := range alts[m.ID] {
 			if _, shown := taken[id]; shown || placed[id] {
 				continue

@@ -33,12 +33,7 @@ func (s *Store) AddCompanions(ctx context.Context, uses []cards.CoUse) (bool, er
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		cb, tb := tx.Bucket(bucketCards), tx.Bucket(bucketCompanions)
 		exists := func(k cards.Key) bool { return validKey(k) && cb.Get(dbKey(k)) != nil }
-		var kept []cards.CoUse
-		for _, u := range uses {
-			if exists(u.First) && exists(u.Then) {
-				kept = append(kept, u)
-			}
-		}
+		kept := cards.KeepCoUses(uses, exists)
 		for _, k := range cards.CoUseKeys(kept) {
 			key := dbKey(k)
 			var have cards.Companions

@@ -68,12 +68,7 @@ func (s *Store) AddCompanions(ctx context.Context, uses []cards.CoUse) (bool, er
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		var kept []cards.CoUse
-		for _, u := range uses {
-			if have[u.First] != nil && have[u.Then] != nil {
-				kept = append(kept, u)
-			}
-		}
+		kept := cards.KeepCoUses(uses, func(k cards.Key) bool { return have[k] != nil })
 		for _, k := range cards.CoUseKeys(kept) {
 			h := have[k]
 			next, ch := cards.AddCompanions(h.table, k, now, kept...)

@@ -40,6 +40,8 @@ func addCompanions(t *testing.T, s cards.Store, uses ...cards.CoUse) bool {
 	return changed
 }
 
+func session(at time.Time, tools ...cards.Key) cards.CoUse { return cards.CoUse{Tools: tools, At: at} }
+
 // companion finds other in k's table.
 func companion(m map[cards.Key]cards.Companions, k, other cards.Key) (cards.Companion, bool) {
 	for _, c := range m[k].Tools {
@@ -58,13 +60,12 @@ func testCompanionsCounts(t *testing.T, s cards.Store) {
 	revoked.Status = cards.StatusRevoked
 	put(t, s, a, b, c, revoked, simple("other", "s", "a"))
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	// One session: a, then b, then c; another: c, then a.
+	// Sessions: a, b, c; c, a; a, revoked, and one naming a missing card,
+	// which is left out of it.
 	if !addCompanions(t, s,
-		cards.CoUse{First: a.Key(), Then: b.Key(), At: at},
-		cards.CoUse{First: a.Key(), Then: c.Key(), At: at},
-		cards.CoUse{First: b.Key(), Then: c.Key(), At: at},
-		cards.CoUse{First: c.Key(), Then: a.Key(), At: at},
-		cards.CoUse{First: a.Key(), Then: revoked.Key(), At: at},
+		session(at, a.Key(), b.Key(), c.Key()),
+		session(at, c.Key(), a.Key()),
+		session(at, a.Key(), key(tenant, "s", "missing"), revoked.Key()),
 	) {
 		t.Fatal("AddCompanions reported no change")
 	}
@@ -90,6 +91,11 @@ func testCompanionsCounts(t *testing.T, s cards.Store) {
 	if len(m) != 4 {
 		t.Errorf("Companions answered %d tables, want a's, b's, c's and revoked's: %+v", len(m), m)
 	}
+	for k, uses := range map[cards.Key]float64{a.Key(): 3, b.Key(): 1, c.Key(): 2, revoked.Key(): 1} {
+		if !near(m[k].Uses, uses) {
+			t.Errorf("%s was used in %g sessions, want %g", k, m[k].Uses, uses)
+		}
+	}
 	// Strongest first: a's companion c (2) before b and revoked (1 each,
 	// by server and name).
 	if got := m[a.Key()].Tools; len(got) != 3 || got[0].Name != "c" || got[1].Name != "b" || got[2].Name != "revoked" {
@@ -98,13 +104,11 @@ func testCompanionsCounts(t *testing.T, s cards.Store) {
 	if !m[a.Key()].At.Equal(at) {
 		t.Errorf("a's table is as of %v, want %v", m[a.Key()].At, at)
 	}
-	// Observations naming a card that does not exist are skipped; alone,
-	// they change nothing.
+	// Sessions left with fewer than two cards change nothing.
 	for _, u := range []cards.CoUse{
-		{First: a.Key(), Then: key(tenant, "s", "missing")},
-		{First: key(tenant, "s", "missing"), Then: a.Key()},
-		{First: key("nobody", "s", "x"), Then: key("nobody", "s", "y")},
-		{First: key(tenant, "s", "a\x00b"), Then: a.Key()},
+		session(at, a.Key(), key(tenant, "s", "missing")),
+		session(at, key("nobody", "s", "x"), key("nobody", "s", "y")),
+		session(at, key(tenant, "s", "a\x00b"), a.Key()),
 	} {
 		if changed, err := s.AddCompanions(t.Context(), []cards.CoUse{u}); err != nil || changed {
 			t.Errorf("AddCompanions(%v) = %v, %v; want no change and no error", u, changed, err)
@@ -132,17 +136,25 @@ func testCompanionsBoundsAndDecay(t *testing.T, s cards.Store) {
 	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	var uses []cards.CoUse
 	for i, o := range others {
-		// t00 is used with hub most, t01 next, and so on.
+		// t00 is used after hub most often, t01 next, and so on.
 		for range len(others) - i {
-			uses = append(uses, cards.CoUse{First: hub.Key(), Then: o.Key(), At: at})
+			uses = append(uses, session(at, hub.Key(), o.Key()))
 		}
 	}
-	addCompanions(t, s, uses...)
-	got := companions(t, s, hub.Key())[hub.Key()].Tools
-	if len(got) != cards.MaxCompanions {
-		t.Fatalf("hub keeps %d companions, want %d", len(got), cards.MaxCompanions)
+	for len(uses) > 0 {
+		n := min(len(uses), cards.MaxCoUses)
+		addCompanions(t, s, uses[:n]...)
+		uses = uses[n:]
 	}
-	for i, c := range got {
+	tab := companions(t, s, hub.Key())[hub.Key()]
+	if len(tab.Tools) != cards.MaxCompanions {
+		t.Fatalf("hub keeps %d companions, want %d", len(tab.Tools), cards.MaxCompanions)
+	}
+	total := float64(len(others) * (len(others) + 1) / 2)
+	if !near(tab.Uses, total) {
+		t.Errorf("hub used in %g sessions, want %g (forgotten companions' sessions too)", tab.Uses, total)
+	}
+	for i, c := range tab.Tools {
 		if c.Name != others[i].Name || !near(c.After, float64(len(others)-i)) {
 			t.Errorf("companion %d = %+v, want %s with %d", i, c, others[i].Name, len(others)-i)
 		}
@@ -150,19 +162,19 @@ func testCompanionsBoundsAndDecay(t *testing.T, s cards.Store) {
 	// One half-life later, t00 is used before hub: every count has halved
 	// first.
 	later := at.Add(cards.CompanionHalfLife)
-	addCompanions(t, s, cards.CoUse{First: others[0].Key(), Then: hub.Key(), At: later})
-	tab := companions(t, s, hub.Key())[hub.Key()]
-	if !tab.At.Equal(later) {
-		t.Errorf("table as of %v, want %v", tab.At, later)
+	addCompanions(t, s, session(later, others[0].Key(), hub.Key()))
+	tab = companions(t, s, hub.Key())[hub.Key()]
+	if !tab.At.Equal(later) || !near(tab.Uses, total/2+1) {
+		t.Errorf("table as of %v with %g uses, want %v and %g", tab.At, tab.Uses, later, total/2+1)
 	}
 	if c := tab.Tools[0]; c.Name != "t00" || !near(c.After, float64(len(others))/2) || !near(c.Before, 1) {
 		t.Errorf("after a half-life, t00 = %+v; want after %g, before 1", c, float64(len(others))/2)
 	}
-	// An observation older than the table counts decayed to the table's time.
-	addCompanions(t, s, cards.CoUse{First: hub.Key(), Then: others[1].Key(), At: at})
+	// A session older than the table counts decayed to the table's time.
+	addCompanions(t, s, session(at, hub.Key(), others[1].Key()))
 	tab = companions(t, s, hub.Key())[hub.Key()]
 	if c, _ := companion(map[cards.Key]cards.Companions{hub.Key(): tab}, hub.Key(), others[1].Key()); !near(c.After, float64(len(others)-1)/2+0.5) {
-		t.Errorf("an old observation counted %+v, want after %g", c, float64(len(others)-1)/2+0.5)
+		t.Errorf("an old session counted %+v, want after %g", c, float64(len(others)-1)/2+0.5)
 	}
 	// Decayed reads: after enough half-lives every companion is forgotten.
 	if d := tab.Decayed(later.Add(10 * cards.CompanionHalfLife)); len(d.Tools) != 0 {
@@ -174,20 +186,26 @@ func testCompanionsInvalid(t *testing.T, s cards.Store) {
 	a, b := simple(tenant, "s", "a"), simple(tenant, "s", "b")
 	put(t, s, a, b, simple("other", "s", "a"))
 	s0 := seq(t, s)
-	good := cards.CoUse{First: a.Key(), Then: b.Key()}
+	good := cards.CoUse{Tools: []cards.Key{a.Key(), b.Key()}}
 	tooMany := make([]cards.CoUse, cards.MaxCoUses+1)
 	for i := range tooMany {
 		tooMany[i] = good
+	}
+	long := cards.CoUse{}
+	for i := range cards.MaxSessionTools + 1 {
+		long.Tools = append(long.Tools, key(tenant, "s", fmt.Sprintf("x%d", i)))
 	}
 	for _, tc := range []struct {
 		name  string
 		uses  []cards.CoUse
 		field string
 	}{
-		{"two tenants", []cards.CoUse{good, {First: a.Key(), Then: key("other", "s", "a")}}, "co_uses[1]"},
-		{"itself", []cards.CoUse{good, {First: a.Key(), Then: a.Key()}}, "co_uses[1]"},
-		{"a server", []cards.CoUse{{First: cards.ServerKey(tenant, "s"), Then: a.Key()}}, "co_uses[0]"},
-		{"too many", tooMany, "co_uses"},
+		{"two tenants", []cards.CoUse{good, {Tools: []cards.Key{a.Key(), key("other", "s", "a")}}}, "co_uses[1].tools"},
+		{"a tool twice", []cards.CoUse{good, {Tools: []cards.Key{a.Key(), b.Key(), a.Key()}}}, "co_uses[1].tools"},
+		{"one tool", []cards.CoUse{{Tools: []cards.Key{a.Key()}}}, "co_uses[0].tools"},
+		{"too many tools", []cards.CoUse{long}, "co_uses[0].tools"},
+		{"a server", []cards.CoUse{{Tools: []cards.Key{a.Key(), cards.ServerKey(tenant, "s")}}}, "co_uses[0].tools[1]"},
+		{"too many sessions", tooMany, "co_uses"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			changed, err := s.AddCompanions(t.Context(), tc.uses)
@@ -219,7 +237,7 @@ func testCompanionsChangeFeed(t *testing.T, s cards.Store) {
 	put(t, s, c)
 	va := get(t, s, a.Key())
 	s0 := seq(t, s)
-	if !addCompanions(t, s, cards.CoUse{First: a.Key(), Then: b.Key()}) {
+	if !addCompanions(t, s, session(time.Time{}, a.Key(), b.Key())) {
 		t.Fatal("no change")
 	}
 	s1 := seq(t, s)
@@ -252,7 +270,7 @@ func testCompanionsChangeFeed(t *testing.T, s cards.Store) {
 func testCompanionsDeletedWithCard(t *testing.T, s cards.Store) {
 	a, b := simple(tenant, "s", "a"), simple(tenant, "s", "b")
 	put(t, s, a, b)
-	addCompanions(t, s, cards.CoUse{First: a.Key(), Then: b.Key()})
+	addCompanions(t, s, session(time.Time{}, a.Key(), b.Key()))
 	if err := s.Delete(t.Context(), a.Key(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +278,8 @@ func testCompanionsDeletedWithCard(t *testing.T, s cards.Store) {
 	if _, ok := m[a.Key()]; ok || len(m) != 1 {
 		t.Errorf("Companions after deleting a = %+v, want b's only", m)
 	}
-	// A deleted card is skipped, and a re-created one starts empty.
-	if changed, err := s.AddCompanions(t.Context(), []cards.CoUse{{First: a.Key(), Then: b.Key()}}); err != nil || changed {
+	// A deleted card is left out, and a re-created one starts empty.
+	if changed, err := s.AddCompanions(t.Context(), []cards.CoUse{session(time.Time{}, a.Key(), b.Key())}); err != nil || changed {
 		t.Errorf("AddCompanions naming a deleted card = %v, %v", changed, err)
 	}
 	put(t, s, a)

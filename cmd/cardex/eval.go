@@ -301,19 +301,38 @@ func (p *evalProgress) finish() {
 	}
 }
 
-// runWarm measures the test half of the queries twice: cold (no outcomes)
-// and warm (the training half's outcomes replayed as learned phrasings).
+// warmPhase is one state an evaluation with learning is measured in.
+type warmPhase struct {
+	name                  string
+	phrasings, companions bool // which lessons are replayed
+	cold                  bool // nothing replayed
+}
+
+// warmPhases are the states --warm and --warm-from measure: cold, each
+// lesson alone, and both.
+var warmPhases = []warmPhase{
+	{name: "cold", cold: true},
+	{name: "warm: learned phrasings", phrasings: true},
+	{name: "warm: companions", companions: true},
+	{name: "warm: phrasings + companions", phrasings: true, companions: true},
+}
+
+// runWarm measures the test half of the queries cold and after replaying
+// the training half's outcomes (learned phrasings, co-usage, both), then
+// prints the hybrid recall@5 of every phase side by side.
 func runWarm(cmd *cobra.Command, d *eval.Dataset, emb embed.Embedder, o eval.Options, split bool) error {
 	train, test := eval.SplitQueries(d.Queries)
 	td := *d
 	td.Queries = test
 	fmt.Fprintf(os.Stderr, "eval %s --warm: %d training queries replayed, %d test queries measured\n", d.Name, len(train), len(test))
-	for _, phase := range []string{"cold", "warm"} {
+	var reps []*eval.Report
+	for _, ph := range warmPhases {
 		b := eval.NewInProcess(emb)
 		var backend eval.Backend = b
 		var w *eval.Warm
-		if phase == "warm" {
+		if !ph.cold {
 			w = eval.NewWarm(b, train)
+			w.NoPhrasings, w.NoCompanions = !ph.phrasings, !ph.companions
 			backend = w
 		}
 		rep, _, err := eval.Run(cmd.Context(), &td, backend, o)
@@ -321,17 +340,44 @@ func runWarm(cmd *cobra.Command, d *eval.Dataset, emb embed.Embedder, o eval.Opt
 		if err != nil {
 			return err
 		}
-		fmt.Printf("### %s: %d test queries", phase, len(test))
+		fmt.Printf("### %s: %d test queries", ph.name, len(test))
 		if w != nil {
-			fmt.Printf(", after replaying the outcomes of %d other queries (%d learned phrasings)", len(train), w.Learned)
+			fmt.Printf(", after replaying the outcomes of %d other queries (%d learned phrasings, %d co-usage observations)", len(train), w.Learned, w.CoUses)
 		}
 		fmt.Print("\n\n")
 		if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
 			return err
 		}
 		fmt.Println()
+		reps = append(reps, rep)
 	}
-	return nil
+	return writeWarmSummary(os.Stdout, reps)
+}
+
+// writeWarmSummary prints the hybrid recall@5 of each phase per subset
+// and condition.
+func writeWarmSummary(w io.Writer, reps []*eval.Report) error {
+	var b strings.Builder
+	b.WriteString("### Summary: hybrid recall@5\n\n| queries | given |")
+	for _, ph := range warmPhases[:len(reps)] {
+		b.WriteString(" " + ph.name + " |")
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---:|", len(reps)) + "\n")
+	for _, s := range reps[0].Subsets {
+		for _, m := range s.Modes {
+			if m.Mode != string(retriever.ModeHybrid) {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s (%d) | %s |", s.Name, s.Queries, m.Condition)
+			for _, r := range reps {
+				fmt.Fprintf(&b, " %.3f |", r.Recall5(s.Name, m.Condition, m.Mode))
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // reviewFromLog writes recorded misses as queries.jsonl rows to stdout.
