@@ -121,6 +121,7 @@ func serveCmd() *cobra.Command {
 				Hash:        dlog.Hash,
 				RawQueries:  mode == discoverylog.QueryRaw,
 				Learner:     ret,
+				CoUse:       ret,
 				Store:       store, // imports a learned.jsonl of an earlier version once
 				Logger:      log,
 			}

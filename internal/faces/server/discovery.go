@@ -54,6 +54,8 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		Intents: req.GetIntents(),
 		TopK:    int(req.GetTopK()),
 		Fusion:  req.GetFusion(),
+
+		NoCompanions: req.GetNoCompanions(),
 	}
 	if req.Alpha != nil {
 		r.Alpha, r.AlphaSet = req.GetAlpha(), true
@@ -114,6 +116,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Intents:       int32s(t.Intents),
 			ForQuery:      t.ForQuery,
 			Alternatives:  refs(t.Alternatives),
+			CompanionOf:   ref(t.CompanionOf),
 		})
 		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
 		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
@@ -177,6 +180,14 @@ func (s *discovery) evaluated(ctx context.Context, caller retriever.Caller, res 
 	if err := s.trail.Append(caller.Subject, entry); err != nil {
 		s.log.Warn("audit trail append failed", "err", err)
 	}
+}
+
+// ref is a key as a ToolRef (nil for nil).
+func ref(k *cards.Key) *pb.ToolRef {
+	if k == nil {
+		return nil
+	}
+	return &pb.ToolRef{Server: k.Server, Name: k.Name}
 }
 
 func refs(ks []cards.Key) []*pb.ToolRef {
