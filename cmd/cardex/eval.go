@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/ops/evalremote"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
@@ -28,6 +27,7 @@ func evalCmd() *cobra.Command {
 		alpha, serverPrior, serverBoost, queryContext      float64
 		decompose, noCollapse, strictAlternatives          bool
 		split, noReformulate, warm, fitConfidence          bool
+		warmFrom, warmTenant                               string
 		noAbstention                                       bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
@@ -76,12 +76,18 @@ limits refuse are made again after the delay it asks for.`,
 			if err != nil {
 				return err
 			}
-			if warm {
+			if warm || warmFrom != "" {
 				if addr != "" {
-					return fmt.Errorf("--warm runs in-process (it replays outcomes into a fresh store); drop --addr")
+					return fmt.Errorf("--warm and --warm-from run in-process (they replay outcomes into a fresh store); drop --addr")
 				}
-				if len(d.Queries) < 2 {
+				if warm && warmFrom != "" {
+					return fmt.Errorf("--warm splits the dataset's own queries; --warm-from replays another set's: give one")
+				}
+				if warm && len(d.Queries) < 2 {
 					return fmt.Errorf("--warm needs labelled queries to split into training and test halves")
+				}
+				if len(d.Queries) == 0 {
+					return fmt.Errorf("--warm-from needs labelled queries in %s to measure", args[0])
 				}
 			}
 			var backend eval.Backend
@@ -131,9 +137,14 @@ limits refuse are made again after the delay it asks for.`,
 					ropts = append(ropts, retriever.WithCollapse(false))
 				}
 				backend = eval.NewInProcess(emb, ropts...)
-				if warm {
-					return runWarm(cmd, d, emb, eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
-						Alpha: alpha, AlphaSet: cmd.Flags().Changed("alpha")}, split)
+				if warm || warmFrom != "" {
+					o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
+						Alpha: alpha, AlphaSet: cmd.Flags().Changed("alpha")}
+					test, lessons, what, err := warmLessons(d, warm, warmFrom, warmTenant)
+					if err != nil {
+						return err
+					}
+					return runWarm(cmd, test, lessons, what, emb, ropts, o, split)
 				}
 			}
 			defer backend.Close()
@@ -212,7 +223,9 @@ limits refuse are made again after the delay it asks for.`,
 	f.BoolVar(&decompose, "decompose", false, "in-process: split a query-only request into its parts (sentences, \"then\", \"and\") and rank them like intents")
 	f.BoolVar(&noCollapse, "no-collapse", false, "in-process: do not collapse near-duplicate tools into one slot")
 	f.BoolVar(&strictAlternatives, "strict-alternatives", false, "score a slot by its tool alone, not by the near-duplicates it names as alternatives")
-	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
+	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings, co-usage), measure the other")
+	f.StringVar(&warmFrom, "warm-from", "", "cold vs warm: replay the outcomes of another labelled set of the same catalogue (a folder with queries.jsonl) or of a real feedback log (FEEDBACK.jsonl), then measure this dataset's queries")
+	f.StringVar(&warmTenant, "warm-tenant", "", "with --warm-from FEEDBACK.jsonl: replay only this tenant's outcomes (needed when the log holds several)")
 	f.BoolVar(&fitConfidence, "fit-confidence", false, "instead of evaluating: fit the confidence model (logistic, each dataset weighted equally) on the labelled datasets DIR... with the current embedder, and print it with its calibration")
 	f.BoolVar(&noAbstention, "no-abstention", false, "in-process: skip the out-of-catalogue (abstention) experiment")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
@@ -299,85 +312,6 @@ func (p *evalProgress) finish() {
 	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}
-}
-
-// warmPhase is one state an evaluation with learning is measured in.
-type warmPhase struct {
-	name                  string
-	phrasings, companions bool // which lessons are replayed
-	cold                  bool // nothing replayed
-}
-
-// warmPhases are the states --warm and --warm-from measure: cold, each
-// lesson alone, and both.
-var warmPhases = []warmPhase{
-	{name: "cold", cold: true},
-	{name: "warm: learned phrasings", phrasings: true},
-	{name: "warm: companions", companions: true},
-	{name: "warm: phrasings + companions", phrasings: true, companions: true},
-}
-
-// runWarm measures the test half of the queries cold and after replaying
-// the training half's outcomes (learned phrasings, co-usage, both), then
-// prints the hybrid recall@5 of every phase side by side.
-func runWarm(cmd *cobra.Command, d *eval.Dataset, emb embed.Embedder, o eval.Options, split bool) error {
-	train, test := eval.SplitQueries(d.Queries)
-	td := *d
-	td.Queries = test
-	fmt.Fprintf(os.Stderr, "eval %s --warm: %d training queries replayed, %d test queries measured\n", d.Name, len(train), len(test))
-	var reps []*eval.Report
-	for _, ph := range warmPhases {
-		b := eval.NewInProcess(emb)
-		var backend eval.Backend = b
-		var w *eval.Warm
-		if !ph.cold {
-			w = eval.NewWarm(b, train)
-			w.NoPhrasings, w.NoCompanions = !ph.phrasings, !ph.companions
-			backend = w
-		}
-		rep, _, err := eval.Run(cmd.Context(), &td, backend, o)
-		backend.Close()
-		if err != nil {
-			return err
-		}
-		fmt.Printf("### %s: %d test queries", ph.name, len(test))
-		if w != nil {
-			fmt.Printf(", after replaying the outcomes of %d other queries (%d learned phrasings, %d co-usage observations)", len(train), w.Learned, w.CoUses)
-		}
-		fmt.Print("\n\n")
-		if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
-			return err
-		}
-		fmt.Println()
-		reps = append(reps, rep)
-	}
-	return writeWarmSummary(os.Stdout, reps)
-}
-
-// writeWarmSummary prints the hybrid recall@5 of each phase per subset
-// and condition.
-func writeWarmSummary(w io.Writer, reps []*eval.Report) error {
-	var b strings.Builder
-	b.WriteString("### Summary: hybrid recall@5\n\n| queries | given |")
-	for _, ph := range warmPhases[:len(reps)] {
-		b.WriteString(" " + ph.name + " |")
-	}
-	b.WriteString("\n|---|---|" + strings.Repeat("---:|", len(reps)) + "\n")
-	for _, s := range reps[0].Subsets {
-		for _, m := range s.Modes {
-			if m.Mode != string(retriever.ModeHybrid) {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s (%d) | %s |", s.Name, s.Queries, m.Condition)
-			for _, r := range reps {
-				fmt.Fprintf(&b, " %.3f |", r.Recall5(s.Name, m.Condition, m.Mode))
-			}
-			b.WriteString("\n")
-		}
-	}
-	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // reviewFromLog writes recorded misses as queries.jsonl rows to stdout.
