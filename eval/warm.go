@@ -66,9 +66,20 @@ type Warm struct {
 	lessons []Lesson
 	// NoPhrasings and NoCompanions leave that lesson out of the replay.
 	NoPhrasings, NoCompanions bool
+	// Pins are labels of tools pinned to every discovery as hot tools
+	// (what `cardex serve --auto-pin-hot` does with the most used ones).
+	Pins []string
 	// Learned counts the (text, card) phrasings the replay added; CoUses
 	// the sessions of two or more tools it recorded as co-usage.
 	Learned, CoUses int
+
+	pins [][2]string
+}
+
+// Discover implements Backend: the in-process pipeline, with the pins.
+func (w *Warm) Discover(ctx context.Context, s Search) ([]Found, error) {
+	s.HotPins = w.pins
+	return w.InProcess.Discover(ctx, s)
 }
 
 // NewWarm wraps an in-process backend.
@@ -102,6 +113,14 @@ func (w *Warm) Register(ctx context.Context, cat *Catalog) error {
 			return k, fmt.Errorf("%s: unknown tool %q", l.Source, label)
 		}
 		return k, nil
+	}
+	w.pins = nil
+	for _, p := range w.Pins {
+		k, ok := byLabel[p]
+		if !ok {
+			return fmt.Errorf("pin: unknown tool %q", p)
+		}
+		w.pins = append(w.pins, [2]string{k.Server, k.Name})
 	}
 	for i := range w.lessons {
 		l := &w.lessons[i]

@@ -51,7 +51,11 @@ type Request struct {
 	// AlphaSet says Alpha was given (otherwise DefaultAlpha).
 	AlphaSet   bool
 	AlwaysLoad []cards.Key
-	Mode       Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
+	// HotPins are pins of the caller's most used tools, loaded after
+	// AlwaysLoad when the operator turns automatic pins on (at most
+	// MaxAlwaysLoad; authorized like every pin).
+	HotPins []cards.Key
+	Mode    Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
 	// NoReformulate keeps a low-confidence query as it is (evaluation).
 	NoReformulate bool
 	// ops are the operators of the query and the intents (operators.go),
@@ -216,6 +220,9 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 	}
 	if len(req.AlwaysLoad) > MaxAlwaysLoad {
 		return Result{}, cards.Invalid("always_load", "has %d entries; the limit is %d", len(req.AlwaysLoad), MaxAlwaysLoad)
+	}
+	if len(req.HotPins) > MaxAlwaysLoad {
+		return Result{}, cards.Invalid("hot_pins", "has %d entries; the limit is %d", len(req.HotPins), MaxAlwaysLoad)
 	}
 	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
 		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
@@ -485,15 +492,19 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 
 	// 6. Pins first, authorized like everything else; then the merged list.
 	taken := map[string]int{}
-	for _, k := range req.AlwaysLoad {
+	for i, k := range slices.Concat(req.AlwaysLoad, req.HotPins) {
 		k.Tenant = req.Caller.Tenant
 		id := DocID(k)
 		e := candidates[id]
 		if _, dup := taken[id]; e == nil || dup {
 			continue
 		}
+		why := "pinned (always_load)"
+		if i >= len(req.AlwaysLoad) {
+			why = "pinned (hot: used often)"
+		}
 		taken[id] = len(res.Tools)
-		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
+		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: why, Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
 	r.placeSelected(req, cs, &res, taken)

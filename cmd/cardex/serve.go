@@ -39,6 +39,7 @@ func serveCmd() *cobra.Command {
 	var consoleEvalDir string
 	var logFormat string
 	var metricsTenants int
+	var autoPins int
 	var ef embedderFlags     // --embedder and --embed-*, shared with reindex
 	var sf storeFlags        // --store, --database-url, --database-schema
 	var rf residencyFlags    // --tenants, --shard, --memory-budget
@@ -53,6 +54,9 @@ func serveCmd() *cobra.Command {
 			log, err := newFormatLogger(logLevel, logFormat)
 			if err != nil {
 				return err
+			}
+			if autoPins < 0 || autoPins > feedback.MaxPins {
+				return usageError("--auto-pin-hot %d: use 0 (off) up to %d", autoPins, feedback.MaxPins)
 			}
 			if metricsTenants < -1 || metricsTenants > metrics.MaxTenantsLimit {
 				return usageError("--metrics-tenants %d: use -1 (none) up to %d", metricsTenants, metrics.MaxTenantsLimit)
@@ -134,6 +138,15 @@ func serveCmd() *cobra.Command {
 				fbc.Sink = pgw
 			}
 			fbc.Metrics = met
+			if autoPins > 0 {
+				// Automatic pins start from the uses the log already holds.
+				events, err := feedback.ReadEvents(fbc.Path)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					log.Warn("automatic pins: the feedback log is read up to a bad entry", "err", err)
+				}
+				fbc.Hot = feedback.HotFromEvents(events)
+				log.Info("automatic pins of hot tools", "per_caller", autoPins, "outcomes_counted", len(events))
+			}
 			enricher, err := enf.start(ctx, store, &sf, dataDir, met, log)
 			if err != nil {
 				return err
@@ -152,7 +165,7 @@ func serveCmd() *cobra.Command {
 			var web http.Handler
 			if consoleOn && httpListen != "" {
 				if web, err = console.New(console.Config{Store: store, Retriever: ret, Auth: secu.auth, Limiter: secu.limiter, Trail: trail,
-					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log}); err != nil {
+					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log, AutoPins: autoPins}); err != nil {
 					return err
 				}
 			}
@@ -177,7 +190,7 @@ func serveCmd() *cobra.Command {
 			// In postgres mode, State keeps health NOT_SERVING until the schema is current.
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
 				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
-				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met})
+				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met, AutoPins: autoPins})
 			if httpJSON && agentSurfaces.Addr() != "" {
 				served, err := httpjson.Register(agentSurfaces, gs, server.MaxMessageBytes)
 				if err != nil {
@@ -227,6 +240,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", envOr("CARDEX_DATA_DIR", "./cardex-data"), "embedded store directory (env CARDEX_DATA_DIR)")
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
+	f.IntVar(&autoPins, "auto-pin-hot", 0, fmt.Sprintf("pin up to this many of each caller's most used tools (from reported outcomes; its own, then its tenant's) to discoveries that name no always_load; 0: off, at most %d", feedback.MaxPins))
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", envOr("CARDEX_LOG_FORMAT", logText), "log format on stderr: text or json (env CARDEX_LOG_FORMAT)")
 	f.IntVar(&metricsTenants, "metrics-tenants", metrics.DefaultMaxTenants, "at most this many tenants get series of their own at /metrics (the first ones with authorized cards); the others are counted as tenant \"(other)\"; -1: none, at most 10000")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type warmPhase struct {
 	name                  string
 	phrasings, companions bool // which lessons are replayed
 	cold                  bool // nothing replayed
+	pins                  bool // the hot tools pinned too
 }
 
 // warmPhases are the states --warm and --warm-from measure: cold, each
@@ -28,6 +30,34 @@ var warmPhases = []warmPhase{
 	{name: "warm: learned phrasings", phrasings: true},
 	{name: "warm: companions", companions: true},
 	{name: "warm: phrasings + companions", phrasings: true, companions: true},
+	{name: "warm: both + top pins", phrasings: true, companions: true, pins: true},
+}
+
+// hotLabels are the labels of the lessons' n most used tools (each
+// lesson's tools, its session or its phrasings' tools, count one use), and
+// how many of them `cardex serve --auto-pin-hot` would pin (the thresholds
+// of feedback.IsCandidate). The measurement pins all n, thresholds or not,
+// to show what pinning the hottest tools does to an answer.
+func hotLabels(lessons []eval.Lesson, n int) ([]string, int) {
+	hot := feedback.NewHot()
+	now := time.Now()
+	for _, l := range lessons {
+		used := l.Used
+		if len(used) == 0 {
+			for _, p := range l.Phrasings {
+				used = append(used, p.Label)
+			}
+		}
+		for _, label := range used {
+			hot.Add("eval", "", feedback.Tool{Name: label}, now)
+		}
+	}
+	var out []string
+	top := hot.Tenant("eval", now)
+	for _, t := range top[:min(n, len(top))] {
+		out = append(out, t.Name)
+	}
+	return out, len(feedback.Candidates(top, n))
 }
 
 // warmLessons returns the queries to measure and the lessons to replay:
@@ -145,16 +175,27 @@ func logLessons(d *eval.Dataset, events []feedback.Event, tenant string) ([]eval
 // runWarm measures the dataset's queries cold and after replaying the
 // lessons (learned phrasings, co-usage, both), then prints the hybrid
 // recall@5 of every phase side by side.
-func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what string, emb embed.Embedder, ropts []retriever.Option, o eval.Options, split bool) error {
+func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what string, emb embed.Embedder, ropts []retriever.Option, o eval.Options, split bool, pins int) error {
 	fmt.Fprintf(os.Stderr, "eval %s: %s, %d queries measured\n", d.Name, what, len(d.Queries))
+	hot, qualify := hotLabels(lessons, pins)
 	var reps []*eval.Report
+	var phases []warmPhase
 	for _, ph := range warmPhases {
+		if ph.pins && pins == 0 {
+			continue
+		}
+		phases = append(phases, ph)
+	}
+	for _, ph := range phases {
 		b := eval.NewInProcess(emb, ropts...)
 		var backend eval.Backend = b
 		var w *eval.Warm
 		if !ph.cold {
 			w = eval.NewWarm(b, lessons)
 			w.NoPhrasings, w.NoCompanions = !ph.phrasings, !ph.companions
+			if ph.pins {
+				w.Pins = hot
+			}
 			backend = w
 		}
 		rep, _, err := eval.Run(cmd.Context(), d, backend, o)
@@ -166,6 +207,9 @@ func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what st
 		if w != nil {
 			fmt.Printf(", after %s (%d learned phrasings, %d sessions of co-usage)", what, w.Learned, w.CoUses)
 		}
+		if ph.pins {
+			fmt.Printf("; pinned first in every answer, the %d most used: %s (%d of them used often enough for --auto-pin-hot)", len(hot), strings.Join(hot, ", "), qualify)
+		}
 		fmt.Print("\n\n")
 		if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
 			return err
@@ -173,15 +217,15 @@ func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what st
 		fmt.Println()
 		reps = append(reps, rep)
 	}
-	return writeWarmSummary(os.Stdout, reps)
+	return writeWarmSummary(os.Stdout, phases, reps)
 }
 
 // writeWarmSummary prints the hybrid recall@5 of each phase per subset
 // and condition.
-func writeWarmSummary(w io.Writer, reps []*eval.Report) error {
+func writeWarmSummary(w io.Writer, phases []warmPhase, reps []*eval.Report) error {
 	var b strings.Builder
 	b.WriteString("### Summary: hybrid recall@5\n\n| queries | given |")
-	for _, ph := range warmPhases[:len(reps)] {
+	for _, ph := range phases {
 		b.WriteString(" " + ph.name + " |")
 	}
 	b.WriteString("\n|---|---|" + strings.Repeat("---:|", len(reps)) + "\n")

@@ -13,7 +13,7 @@ import (
 )
 
 // summaryRow returns the recall@5 columns (cold, phrasings, companions,
-// both) of a --warm summary row.
+// both, both with the top pins) of a --warm summary row.
 func summaryRow(t *testing.T, out, row string) []float64 {
 	t.Helper()
 	_, summary, ok := strings.Cut(out, "### Summary: hybrid recall@5")
@@ -32,7 +32,7 @@ func summaryRow(t *testing.T, out, row string) []float64 {
 			}
 			vs = append(vs, v)
 		}
-		if len(vs) != 4 {
+		if len(vs) != 5 {
 			t.Fatalf("row %q: %d columns", l, len(vs))
 		}
 		return vs

@@ -55,6 +55,11 @@ type Config struct {
 	// FeedbackLog is the feedback log (DATA_DIR/feedback.jsonl) the misses
 	// pages read.
 	FeedbackLog string
+	// AutoPins is `cardex serve --auto-pin-hot` (0: off), for the usage
+	// page to say.
+	AutoPins int
+	// Guard, when set, lists the learned changes it held back.
+	Guard interface{ Held() []HeldLesson }
 	// EvalDir, when set, holds `cardex eval` report files (*.json) the
 	// evaluation page lists.
 	EvalDir string
@@ -127,6 +132,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("POST "+Path+"cards/{tenant}/{server}/{name}/enrich", c.needs(roleCatalog, c.enrichCard))
 	m.HandleFunc("GET "+Path+"misses", c.needs(roleCatalog, c.missesPage))
 	m.HandleFunc("GET "+Path+"misses/queries.jsonl", c.needs(roleCatalog, c.missesExport))
+	m.HandleFunc("GET "+Path+"usage", c.needs(roleCatalog, c.usagePage))
 	m.HandleFunc("GET "+Path+"eval", c.needs(roleCatalog, c.evalPage))
 	m.HandleFunc("POST "+Path+"eval", c.needs(roleCatalog, c.evalUpload))
 	return c, nil
@@ -201,7 +207,7 @@ func (c *Console) parseTemplates() error {
 		return err
 	}
 	c.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "catalog", "card", "playground", "misses", "eval", "error"} {
+	for _, name := range []string{"login", "catalog", "card", "playground", "misses", "usage", "eval", "error"} {
 		t, err := layout.Clone()
 		if err != nil {
 			return err

@@ -118,7 +118,7 @@ func newHarness(t *testing.T, open bool, opts ...func(*harness, *console.Config)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = trail.Close() })
-	fb, err := feedback.New(ctx, feedback.Config{Path: h.fbPath, Hash: func(s string) string { return "h" + s[:0] }, RawQueries: true, Learner: ret})
+	fb, err := feedback.New(ctx, feedback.Config{Path: h.fbPath, Hash: func(s string) string { return "h-" + s }, RawQueries: true, Learner: ret})
 	if err != nil {
 		t.Fatal(err)
 	}

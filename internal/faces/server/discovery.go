@@ -36,6 +36,8 @@ type discovery struct {
 	log   *slog.Logger
 	// metrics may be nil.
 	metrics *metrics.Metrics
+	// autoPins is Config.AutoPins.
+	autoPins int
 }
 
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
@@ -66,6 +68,18 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	}
 	for _, ref := range req.GetAlwaysLoad() {
 		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
+	}
+	if s.autoPins > 0 && s.fb != nil && len(r.AlwaysLoad) == 0 {
+		// The caller's candidates that it may use, so that how many it
+		// gets says nothing of the others.
+		for _, t := range s.fb.HotPins(caller.Tenant, caller.Subject, feedback.MaxPins) {
+			if len(r.HotPins) == s.autoPins {
+				break
+			}
+			if _, err := s.ret.Describe(ctx, caller, t.Name, t.Server); err == nil {
+				r.HotPins = append(r.HotPins, cards.Key{Server: t.Server, Name: t.Name})
+			}
+		}
 	}
 	res, err := s.ret.Discover(ctx, r)
 	if err != nil {

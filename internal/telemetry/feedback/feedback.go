@@ -108,6 +108,9 @@ type Config struct {
 	Learner    Learner
 	// CoUse, if set, records the co-usage of sessions (couse.go).
 	CoUse CoUser
+	// Hot, if set, counts the tools reported used, per tenant and caller
+	// (hot.go).
+	Hot *Hot
 	// Sink, if set, receives every event as logged (e.g. PostgreSQL).
 	Sink interface{ Event(Event) }
 	// Metrics, if set, counts outcomes and implicit misses per tenant.
@@ -401,6 +404,9 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 	r.write(e)
 	if used != nil {
 		r.noteUse(usageKey(tenant, subject, d.SessionID, d.ID), cards.Key{Tenant: tenant, Server: used.Server, Name: used.Name})
+		if r.cfg.Hot != nil {
+			r.cfg.Hot.Add(tenant, e.SubjectHash, *used, r.cfg.Now())
+		}
 	}
 	r.cfg.Metrics.Outcome(tenant, miss, noneFit)
 	// The phrasing to learn: the intents that reached the tool (each one
@@ -422,6 +428,15 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 		return miss, fmt.Errorf("learn from outcome: %w", err)
 	}
 	return miss, nil
+}
+
+// HotPins are the caller's candidate pins (Hot.Pins), at most n; none
+// without Config.Hot.
+func (r *Recorder) HotPins(tenant, subject string, n int) []Tool {
+	if r.cfg.Hot == nil {
+		return nil
+	}
+	return r.cfg.Hot.Pins(tenant, r.cfg.Hash(subject), r.cfg.Now(), n)
 }
 
 // Used notes that a caller described or authorized an (authorized) tool.
