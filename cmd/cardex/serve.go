@@ -40,6 +40,7 @@ func serveCmd() *cobra.Command {
 	var logFormat string
 	var metricsTenants int
 	var autoPins int
+	var labelled string
 	var ef embedderFlags     // --embedder and --embed-*, shared with reindex
 	var sf storeFlags        // --store, --database-url, --database-schema
 	var rf residencyFlags    // --tenants, --shard, --memory-budget
@@ -151,6 +152,20 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var guard *feedback.Guard
+			if labelled != "" {
+				// Lessons of tenants with a labelled set are evaluated in a
+				// shadow before they take effect (closed after the recorder,
+				// whose last sessions it evaluates, before the retriever).
+				sets, err := feedback.LoadLabelled(labelled)
+				if err != nil {
+					return fmt.Errorf("--labelled-queries: %w", err)
+				}
+				guard = feedback.NewGuard(feedback.GuardConfig{Target: ret, Store: store, Embedder: emb, Sets: sets, Logger: log})
+				defer guard.Close()
+				fbc.Learner, fbc.CoUse = guard, guard
+				log.Info("learned changes are evaluated first for the tenants with labelled queries", "tenants", len(sets), "file", labelled)
+			}
 			fb, err := feedback.New(ctx, fbc)
 			if err != nil {
 				return fmt.Errorf("feedback log: %w", err)
@@ -165,7 +180,7 @@ func serveCmd() *cobra.Command {
 			var web http.Handler
 			if consoleOn && httpListen != "" {
 				if web, err = console.New(console.Config{Store: store, Retriever: ret, Auth: secu.auth, Limiter: secu.limiter, Trail: trail,
-					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log, AutoPins: autoPins}); err != nil {
+					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log, AutoPins: autoPins, Guard: guardOf(guard)}); err != nil {
 					return err
 				}
 			}
@@ -240,6 +255,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", envOr("CARDEX_DATA_DIR", "./cardex-data"), "embedded store directory (env CARDEX_DATA_DIR)")
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
+	f.StringVar(&labelled, "labelled-queries", "", "reviewed `cardex eval --from-log` rows (JSON Lines with tenant, query, expected): a learned change that lowers recall@5 on its tenant's rows is held back (evaluated in a shadow first; shown on the console's usage page)")
 	f.IntVar(&autoPins, "auto-pin-hot", 0, fmt.Sprintf("pin up to this many of each caller's most used tools (from reported outcomes; its own, then its tenant's) to discoveries that name no always_load; 0: off, at most %d", feedback.MaxPins))
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", envOr("CARDEX_LOG_FORMAT", logText), "log format on stderr: text or json (env CARDEX_LOG_FORMAT)")
@@ -280,4 +296,13 @@ func syncLoop(ctx context.Context, ret *retriever.Retriever, every time.Duration
 			}
 		}
 	}
+}
+
+// guardOf is the guard for the console, nil when there is none (a nil
+// *Guard in the interface would not be nil).
+func guardOf(g *feedback.Guard) interface{ Held() []feedback.Held } {
+	if g == nil {
+		return nil
+	}
+	return g
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/auth"
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/sources/enrich"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 	// page to say.
 	AutoPins int
 	// Guard, when set, lists the learned changes it held back.
-	Guard interface{ Held() []HeldLesson }
+	Guard interface{ Held() []feedback.Held }
 	// EvalDir, when set, holds `cardex eval` report files (*.json) the
 	// evaluation page lists.
 	EvalDir string

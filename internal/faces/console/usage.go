@@ -35,7 +35,7 @@ type tenantUsage struct {
 	Tools      []hotRow
 	AlwaysLoad string
 	Callers    []callerPins
-	Held       []HeldLesson
+	Held       []feedback.Held
 }
 
 type usageData struct {
@@ -45,19 +45,6 @@ type usageData struct {
 	DaysOpts []int
 	AutoPins int
 	Usage    []tenantUsage
-}
-
-// HeldLesson is a learned change that the guard held back because it
-// lowered recall on the tenant's labelled queries.
-type HeldLesson struct {
-	Time    time.Time
-	Tenant  string
-	Kind    string // "phrasings" or "companions"
-	Cards   []cards.Key
-	Phrases []string
-	Before  float64 // recall@5 of the labelled queries without the change
-	After   float64 // with it
-	Queries int
 }
 
 // alwaysLoad renders pins as the JSON of DiscoverTools' always_load.
@@ -123,7 +110,7 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	d := usageData{Tenants: tenants, Tenant: tenant, Days: days, DaysOpts: []int{7, 30, 90, 0}, AutoPins: c.cfg.AutoPins}
-	var held []HeldLesson
+	var held []feedback.Held
 	if c.cfg.Guard != nil {
 		held = c.cfg.Guard.Held()
 	}
@@ -133,7 +120,7 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	for _, ten := range shown {
 		tools := hot.Tenant(ten, now)
-		var heldHere []HeldLesson
+		var heldHere []feedback.Held
 		for _, h := range held {
 			if h.Tenant == ten {
 				heldHere = append(heldHere, h)

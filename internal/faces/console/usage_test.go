@@ -1,10 +1,15 @@
 package console_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/faces/console"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
+	"github.com/seed0cff8200/cardex/retriever"
 )
 
 // use reports tool used n times by a caller, through the gRPC API.
@@ -64,5 +69,43 @@ func TestConsoleUsage(t *testing.T) {
 	u.open("/console/usage")
 	if got := u.texts(`section.usage h2`); strings.Join(got, ",") != "acme,globex" {
 		t.Errorf("all tenants: sections %q", got)
+	}
+}
+
+// A lesson the guard held back (it lowered recall on the tenant's labelled
+// queries) is on the tenant's usage page; nothing of it elsewhere.
+func TestConsoleUsageHeldLessons(t *testing.T) {
+	var guard *feedback.Guard
+	h := newHarness(t, false, func(h *harness, c *console.Config) {
+		q := "show invoice INV-2024-0042 with its line items"
+		res, err := h.ret.Discover(context.Background(), retriever.Request{Caller: retriever.Caller{Tenant: "acme", Scopes: []string{"*"}}, Query: q, TopK: 10})
+		if err != nil || len(res.Tools) < 8 {
+			t.Fatalf("precondition: %v, %d tools", err, len(res.Tools))
+		}
+		fifth, low := res.Tools[4].Card.Key(), res.Tools[7].Card.Key()
+		emb, _ := embed.Builtin()
+		guard = feedback.NewGuard(feedback.GuardConfig{Target: h.ret, Store: h.store, Embedder: emb,
+			Sets: map[string][]feedback.LabelledQuery{"acme": {{ID: "l1", Tenant: "acme", Query: q, Expected: []string{fifth.Server + "/" + fifth.Name}}}}})
+		if _, err := guard.Learn(context.Background(), low, q); err != nil {
+			t.Fatal(err)
+		}
+		if err := guard.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(guard.Held()) != 1 {
+			t.Fatalf("precondition: held %+v", guard.Held())
+		}
+		c.Guard = guard
+	})
+	u := h.user(t, newBrowser(t), catalogToken)
+	u.open("/console/usage?tenant=acme")
+	held := u.texts(`section[data-tenant="acme"] table.held tbody tr`)
+	if len(held) != 1 || !strings.Contains(held[0], "phrasings") || !strings.Contains(held[0], "1.000 → 0.000 (1 queries)") ||
+		!strings.Contains(held[0], guard.Held()[0].Cards[0].Name) {
+		t.Errorf("held lessons %q", held)
+	}
+	u.open("/console/usage?tenant=globex")
+	if strings.Contains(u.html(), "Lessons held back") {
+		t.Error("acme's held lesson is on globex's page")
 	}
 }

@@ -44,10 +44,10 @@ type Finding struct {
 	// Uses and Share (pin candidates): the decayed uses of the tool and its
 	// share of its tally's; Caller is the subject hash of the caller whose
 	// tally it is (empty: the tenant's).
-	Uses   float64 `json:"uses,omitempty"`
-	Share  float64 `json:"share,omitempty"`
-	Caller string  `json:"caller,omitempty"`
-	Message          string   `json:"message"`
+	Uses    float64 `json:"uses,omitempty"`
+	Share   float64 `json:"share,omitempty"`
+	Caller  string  `json:"caller,omitempty"`
+	Message string  `json:"message"`
 }
 
 // Options tune the checks.
