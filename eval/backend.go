@@ -129,7 +129,7 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([]Found, error) {
 		pins = append(pins, cards.Key{Server: p[0], Name: p[1]})
 	}
 	res, err := b.ret.Discover(ctx, retriever.Request{
-		HotPins: pins,
+		HotPins:  pins,
 		Caller:   retriever.Caller{Tenant: s.Tenant, Subject: "eval"},
 		Query:    s.Query,
 		Intents:  s.Intents,

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/seed0cff8200/cardex/cards"
+	"github.com/seed0cff8200/cardex/retriever"
 )
 
 // SplitQueries divides queries into two halves that never overlap: train
@@ -69,11 +70,23 @@ type Warm struct {
 	// Pins are labels of tools pinned to every discovery as hot tools
 	// (what `cardex serve --auto-pin-hot` does with the most used ones).
 	Pins []string
+	// Through, if set, is what the lessons go through instead of the
+	// retriever itself (the service's guard, say): it gets the registered
+	// retriever and store, and returns where to send the lessons and a
+	// function that waits until they are dealt with.
+	Through func(r *retriever.Retriever, st cards.Store) (Learning, func() error)
 	// Learned counts the (text, card) phrasings the replay added; CoUses
 	// the sessions of two or more tools it recorded as co-usage.
 	Learned, CoUses int
 
 	pins [][2]string
+}
+
+// Learning takes lessons: the retriever itself, or something in front of
+// it.
+type Learning interface {
+	Learn(ctx context.Context, k cards.Key, phrases ...string) (bool, error)
+	RecordCoUse(ctx context.Context, uses []cards.CoUse) (bool, error)
 }
 
 // Discover implements Backend: the in-process pipeline, with the pins.
@@ -122,6 +135,11 @@ func (w *Warm) Register(ctx context.Context, cat *Catalog) error {
 		}
 		w.pins = append(w.pins, [2]string{k.Server, k.Name})
 	}
+	var learn Learning = w.ret
+	wait := func() error { return nil }
+	if w.Through != nil {
+		learn, wait = w.Through(w.ret, w.store)
+	}
 	for i := range w.lessons {
 		l := &w.lessons[i]
 		if !w.NoPhrasings {
@@ -130,7 +148,7 @@ func (w *Warm) Register(ctx context.Context, cat *Catalog) error {
 				if err != nil {
 					return err
 				}
-				changed, err := w.ret.Learn(ctx, k, p.Text)
+				changed, err := learn.Learn(ctx, k, p.Text)
 				if err != nil {
 					return fmt.Errorf("%s: %w", l.Source, err)
 				}
@@ -151,14 +169,17 @@ func (w *Warm) Register(ctx context.Context, cat *Catalog) error {
 			used = append(used, k)
 		}
 		uses := SessionCoUses(used)
-		if _, err := w.ret.RecordCoUse(ctx, uses); err != nil {
+		if _, err := learn.RecordCoUse(ctx, uses); err != nil {
 			return fmt.Errorf("%s: %w", l.Source, err)
 		}
 		if len(uses) > 0 {
 			w.CoUses++
 		}
 	}
-	return nil
+	if err := wait(); err != nil {
+		return err
+	}
+	return w.ret.Sync(ctx)
 }
 
 // SessionCoUses is the co-usage observation of one session that used

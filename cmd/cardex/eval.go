@@ -29,6 +29,7 @@ func evalCmd() *cobra.Command {
 		split, noReformulate, warm, fitConfidence          bool
 		warmFrom, warmTenant                               string
 		hotPins                                            int
+		warmGuard                                          bool
 		noAbstention                                       bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
@@ -145,7 +146,13 @@ limits refuse are made again after the delay it asks for.`,
 					if err != nil {
 						return err
 					}
-					return runWarm(cmd, test, lessons, what, emb, ropts, o, split, hotPins)
+					var guardSet []eval.Query
+					if warmGuard {
+						if guardSet, err = labelledOf(d, warm, warmFrom); err != nil {
+							return err
+						}
+					}
+					return runWarm(cmd, test, lessons, what, emb, ropts, o, split, hotPins, guardSet)
 				}
 			}
 			defer backend.Close()
@@ -227,6 +234,7 @@ limits refuse are made again after the delay it asks for.`,
 	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings, co-usage), measure the other")
 	f.StringVar(&warmFrom, "warm-from", "", "cold vs warm: replay the outcomes of another labelled set of the same catalogue (a folder with queries.jsonl) or of a real feedback log (FEEDBACK.jsonl), then measure this dataset's queries")
 	f.IntVar(&hotPins, "hot-pins", 3, "with --warm or --warm-from: also measure with the replay's N most used tools pinned first in every answer (what `serve --auto-pin-hot` does with the ones used often enough; 0: not)")
+	f.BoolVar(&warmGuard, "warm-guard", false, "with --warm or --warm-from DIR: also measure the replay sent through the guard of `serve --labelled-queries`, the replayed queries as the labelled set (slow: every change is evaluated in two shadows)")
 	f.StringVar(&warmTenant, "warm-tenant", "", "with --warm-from FEEDBACK.jsonl: replay only this tenant's outcomes (needed when the log holds several)")
 	f.BoolVar(&fitConfidence, "fit-confidence", false, "instead of evaluating: fit the confidence model (logistic, each dataset weighted equally) on the labelled datasets DIR... with the current embedder, and print it with its calibration")
 	f.BoolVar(&noAbstention, "no-abstention", false, "in-process: skip the out-of-catalogue (abstention) experiment")

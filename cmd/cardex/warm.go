@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
@@ -21,6 +22,7 @@ type warmPhase struct {
 	phrasings, companions bool // which lessons are replayed
 	cold                  bool // nothing replayed
 	pins                  bool // the hot tools pinned too
+	guarded               bool // through the guard, the training queries its labelled set
 }
 
 // warmPhases are the states --warm and --warm-from measure: cold, each
@@ -31,6 +33,30 @@ var warmPhases = []warmPhase{
 	{name: "warm: companions", companions: true},
 	{name: "warm: phrasings + companions", phrasings: true, companions: true},
 	{name: "warm: both + top pins", phrasings: true, companions: true, pins: true},
+	{name: "warm: both, guarded", phrasings: true, companions: true, guarded: true},
+}
+
+// guardedBy sends a replay's lessons through the service's guard, with the
+// training queries as the tenant's labelled set (what a tenant's reviewed
+// `cardex eval --from-log` rows are); held counts what it held back.
+func guardedBy(train []eval.Query, tenant string, emb embed.Embedder, ropts []retriever.Option, held *int) func(*retriever.Retriever, cards.Store) (eval.Learning, func() error) {
+	return func(r *retriever.Retriever, st cards.Store) (eval.Learning, func() error) {
+		var set []feedback.LabelledQuery
+		for _, q := range train {
+			lq := feedback.LabelledQuery{ID: q.ID, Tenant: tenant, Query: q.Query, Intents: q.Intents}
+			for _, n := range q.Needs() {
+				lq.Expected = append(lq.Expected, n[0])
+			}
+			set = append(set, lq)
+		}
+		g := feedback.NewGuard(feedback.GuardConfig{Target: r, Store: st, Embedder: emb, Options: ropts,
+			Sets: map[string][]feedback.LabelledQuery{tenant: set}})
+		return g, func() error {
+			err := g.Close()
+			*held = len(g.Held())
+			return err
+		}
+	}
 }
 
 // hotLabels are the labels of the lessons' n most used tools (each
@@ -107,6 +133,23 @@ func warmLessons(d *eval.Dataset, halves bool, from, tenant string) (*eval.Datas
 	return &test, lessons, what + " of " + from + " replayed", nil
 }
 
+// labelledOf is the labelled set the guard of a --warm-guard replay holds:
+// the replayed queries (the training half, or the other set's).
+func labelledOf(d *eval.Dataset, halves bool, from string) ([]eval.Query, error) {
+	if halves {
+		train, _ := eval.SplitQueries(d.Queries)
+		return train, nil
+	}
+	if st, err := os.Stat(from); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("--warm-guard needs labelled queries to guard with: --warm, or --warm-from a folder")
+	}
+	other, err := eval.Load(from)
+	if err != nil {
+		return nil, err
+	}
+	return other.Queries, nil
+}
+
 // logLessons turns a feedback log's outcomes into lessons over d's
 // catalogue: each used tool learns the outcome's query (when the log kept
 // it in clear), and the tools of each session (or turn) are its co-usage,
@@ -175,17 +218,18 @@ func logLessons(d *eval.Dataset, events []feedback.Event, tenant string) ([]eval
 // runWarm measures the dataset's queries cold and after replaying the
 // lessons (learned phrasings, co-usage, both), then prints the hybrid
 // recall@5 of every phase side by side.
-func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what string, emb embed.Embedder, ropts []retriever.Option, o eval.Options, split bool, pins int) error {
+func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what string, emb embed.Embedder, ropts []retriever.Option, o eval.Options, split bool, pins int, guardSet []eval.Query) error {
 	fmt.Fprintf(os.Stderr, "eval %s: %s, %d queries measured\n", d.Name, what, len(d.Queries))
 	hot, qualify := hotLabels(lessons, pins)
 	var reps []*eval.Report
 	var phases []warmPhase
 	for _, ph := range warmPhases {
-		if ph.pins && pins == 0 {
+		if ph.pins && pins == 0 || ph.guarded && guardSet == nil {
 			continue
 		}
 		phases = append(phases, ph)
 	}
+	held := 0
 	for _, ph := range phases {
 		b := eval.NewInProcess(emb, ropts...)
 		var backend eval.Backend = b
@@ -195,6 +239,13 @@ func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what st
 			w.NoPhrasings, w.NoCompanions = !ph.phrasings, !ph.companions
 			if ph.pins {
 				w.Pins = hot
+			}
+			if ph.guarded {
+				tenant := o.Tenant
+				if tenant == "" {
+					tenant = "eval-" + d.Name
+				}
+				w.Through = guardedBy(guardSet, tenant, emb, ropts, &held)
 			}
 			backend = w
 		}
@@ -206,6 +257,9 @@ func runWarm(cmd *cobra.Command, d *eval.Dataset, lessons []eval.Lesson, what st
 		fmt.Printf("### %s: %d queries", ph.name, len(d.Queries))
 		if w != nil {
 			fmt.Printf(", after %s (%d learned phrasings, %d sessions of co-usage)", what, w.Learned, w.CoUses)
+		}
+		if ph.guarded {
+			fmt.Printf("; through the guard with those %d queries as the labelled set: %d changes held back", len(guardSet), held)
 		}
 		if ph.pins {
 			fmt.Printf("; pinned first in every answer, the %d most used: %s (%d of them used often enough for --auto-pin-hot)", len(hot), strings.Join(hot, ", "), qualify)
