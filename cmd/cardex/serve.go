@@ -255,7 +255,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", envOr("CARDEX_DATA_DIR", "./cardex-data"), "embedded store directory (env CARDEX_DATA_DIR)")
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
-	f.StringVar(&labelled, "labelled-queries", "", "reviewed `cardex eval --from-log` rows (JSON Lines with tenant, query, expected): a learned change that lowers recall@5 on its tenant's rows is held back (evaluated in a shadow first; shown on the console's usage page)")
+	f.StringVar(&labelled, "labelled-queries", "", "reviewed rows of cardex eval --from-log (JSON Lines with tenant, query, expected): a learned change that lowers recall@5 on its tenant's rows is held back (evaluated in a shadow first; shown on the console's usage page)")
 	f.IntVar(&autoPins, "auto-pin-hot", 0, fmt.Sprintf("pin up to this many of each caller's most used tools (from reported outcomes; its own, then its tenant's) to discoveries that name no always_load; 0: off, at most %d", feedback.MaxPins))
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", envOr("CARDEX_LOG_FORMAT", logText), "log format on stderr: text or json (env CARDEX_LOG_FORMAT)")
