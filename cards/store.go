@@ -115,6 +115,17 @@ type Store interface {
 	// first; cards without any are absent from the map.
 	Learned(ctx context.Context, keys []Key) (map[Key][]string, error)
 
+	// AddCompanions records co-usage observations, the tools sessions
+	// used together (ValidateCoUses), under the rule of
+	// cards.AddCompanions, all or none. Tools that are not cards (of any
+	// status) are left out of their session (KeepCoUses). Every card whose table changed moves to a new sequence
+	// number in the change sequence (its version stays), so every replica
+	// reloads it. Deleting a card deletes its table.
+	AddCompanions(ctx context.Context, uses []CoUse) (changed bool, err error)
+	// Companions returns the co-usage tables of the given cards, as
+	// stored; cards without one are absent from the map.
+	Companions(ctx context.Context, keys []Key) (map[Key]Companions, error)
+
 	Close() error
 }
 

@@ -29,6 +29,10 @@ type Search struct {
 	// NoReformulate keeps low-confidence queries as they are (in-process
 	// only; the API has no such switch).
 	NoReformulate bool
+	// NoCompanions turns the companion step off.
+	NoCompanions bool
+	// HotPins are (server, name) keys pinned as the caller's hot tools.
+	HotPins [][2]string
 }
 
 // Found is one slot of a shortlist: the (server, name) key of the tool, and
@@ -120,7 +124,12 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([]Found, error) {
 	if b.ret == nil {
 		return nil, errors.New("in-process backend: nothing registered")
 	}
+	var pins []cards.Key
+	for _, p := range s.HotPins {
+		pins = append(pins, cards.Key{Server: p[0], Name: p[1]})
+	}
 	res, err := b.ret.Discover(ctx, retriever.Request{
+		HotPins:  pins,
 		Caller:   retriever.Caller{Tenant: s.Tenant, Subject: "eval"},
 		Query:    s.Query,
 		Intents:  s.Intents,
@@ -131,6 +140,7 @@ func (b *InProcess) Discover(ctx context.Context, s Search) ([]Found, error) {
 		AlphaSet: s.AlphaSet,
 		// The pipeline reformulates low-confidence queries unless told not to.
 		NoReformulate: s.NoReformulate,
+		NoCompanions:  s.NoCompanions,
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -118,6 +119,19 @@ func WriteMisses(w io.Writer, misses []Miss) error {
 // (every query; with split, one block of rows per subset), the single-need
 // recall@5 line when the dataset mixes single- and multi-need queries and
 // split is off, and the token savings.
+// Recall5 is the recall@5 of one subset, condition and mode (NaN when the
+// report has no such row).
+func (r *Report) Recall5(subset, condition, mode string) float64 {
+	if s := r.Subset(subset); s != nil {
+		for _, m := range s.Modes {
+			if m.Condition == condition && m.Mode == mode {
+				return m.Recall5
+			}
+		}
+	}
+	return math.NaN()
+}
+
 func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s: %d tools, %d queries\n\n", r.Dataset, r.Tools, r.Queries)

@@ -38,6 +38,9 @@ type Options struct {
 	// NoReformulate turns off the reformulation of low-confidence queries
 	// (on by default in the service), to measure what it does.
 	NoReformulate bool
+	// NoCompanions turns the companion step off (companions are brought
+	// only where outcomes taught co-usage: see Warm).
+	NoCompanions bool
 	// StrictAlternatives scores a shortlist slot by its tool alone; by
 	// default a need is also met by a near-duplicate the slot names as its
 	// alternative (a model sees its name and can describe it).
@@ -221,7 +224,8 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 				qi, ri := j/len(runs), j%len(runs)
 				text, intents := runs[ri].cond.search(&d.Queries[qi], texts[qi])
 				s := Search{Tenant: tenant, Query: text, Intents: intents, TopK: depth, Mode: runs[ri].mode,
-					Fusion: o.Fusion, Alpha: o.Alpha, AlphaSet: o.AlphaSet, NoReformulate: o.NoReformulate}
+					Fusion: o.Fusion, Alpha: o.Alpha, AlphaSet: o.AlphaSet, NoReformulate: o.NoReformulate,
+					NoCompanions: o.NoCompanions}
 				ts := time.Now()
 				keys, err := b.Discover(runCtx, s)
 				lat := time.Since(ts)

@@ -26,6 +26,9 @@ type entry struct {
 	// learned are phrasings learned from use (see Learn), as the store
 	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
+	// companions is the card's co-usage table (companions.go), decayed to
+	// when it was read, read again whenever the card changes.
+	companions cards.Companions
 
 	// dup and words are what near-duplicate detection compares (diverse.go);
 	// group counts the tenant's entries with the same dup.
@@ -107,6 +110,7 @@ type Retriever struct {
 	confidence             ConfidenceModel
 	minConfidence          float64
 	res                    *residents // nil: every tenant is held
+	companionOpts          CompanionOptions
 }
 
 // New builds a retriever over a store and loads the store's active cards.
@@ -137,6 +141,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		minCosine:     DefaultMinCosine,
 		confidence:    DefaultConfidenceModel,
 		minConfidence: DefaultMinConfidence,
+		companionOpts: DefaultCompanionOptions,
 	}
 	for _, o := range opts {
 		o(r)
@@ -297,20 +302,35 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 			return fmt.Errorf("read card %s: %w", ch.Key, err)
 		}
 	}
-	if len(upserts) > 0 {
-		keys := make([]cards.Key, len(upserts))
-		for i, e := range upserts {
-			keys[i] = e.card.Key()
-		}
-		learned, err := r.store.Learned(ctx, keys)
-		if err != nil {
-			return fmt.Errorf("read learned phrasings: %w", err)
-		}
-		for i, e := range upserts {
-			e.learned = learned[keys[i]]
-		}
+	if err := r.readLessons(ctx, upserts); err != nil {
+		return err
 	}
 	return r.index(ctx, upserts, removals, servers, seq)
+}
+
+// readLessons reads what the cards of the entries learned from use: their
+// learned phrasings and their co-usage tables.
+func (r *Retriever) readLessons(ctx context.Context, es []*entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	keys := make([]cards.Key, len(es))
+	for i, e := range es {
+		keys[i] = e.card.Key()
+	}
+	learned, err := r.store.Learned(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("read learned phrasings: %w", err)
+	}
+	comps, err := r.store.Companions(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("read co-usage: %w", err)
+	}
+	for i, e := range es {
+		e.learned = learned[keys[i]]
+		e.companions = loadedCompanions(comps[keys[i]])
+	}
+	return nil
 }
 
 // index puts read cards into the view and takes removed ones out, records

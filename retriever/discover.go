@@ -51,12 +51,19 @@ type Request struct {
 	// AlphaSet says Alpha was given (otherwise DefaultAlpha).
 	AlphaSet   bool
 	AlwaysLoad []cards.Key
-	Mode       Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
+	// HotPins are pins of the caller's most used tools, loaded after
+	// AlwaysLoad when the operator turns automatic pins on (at most
+	// MaxAlwaysLoad; authorized like every pin).
+	HotPins []cards.Key
+	Mode    Mode // "" → hybrid; lexical or semantic ranks by one leg alone (mode.go)
 	// NoReformulate keeps a low-confidence query as it is (evaluation).
 	NoReformulate bool
 	// ops are the operators of the query and the intents (operators.go),
 	// read by Discover and Search.
 	ops requestOps
+	// NoCompanions turns the companion step off for this request
+	// (companions.go).
+	NoCompanions bool
 	// MinConfidence (0..1) is the confidence the best tool of a ranked
 	// list (the query's, or an intent's) must reach for that list to be
 	// answered; a list under it contributes nothing, and when no list
@@ -82,6 +89,9 @@ type Scored struct {
 	// Intents are the indices (into Request.Intents) of the intents whose
 	// ranked lists reached this tool, ascending.
 	Intents []int
+	// CompanionOf is set when the tool was brought as a companion: the
+	// shortlisted tool it is used with (companions.go).
+	CompanionOf *cards.Key
 }
 
 // Result is a shortlist with its accounting. Every number in it is computed
@@ -215,6 +225,9 @@ func (r *Retriever) Discover(ctx context.Context, req Request) (Result, error) {
 		if err := ValidatePin(fmt.Sprintf("always_load[%d]", i), k); err != nil {
 			return Result{}, err
 		}
+	}
+	if len(req.HotPins) > MaxAlwaysLoad {
+		return Result{}, cards.Invalid("hot_pins", "has %d entries; the limit is %d", len(req.HotPins), MaxAlwaysLoad)
 	}
 	if m := req.MinConfidence; m != nil && !(*m >= 0 && *m <= 1) {
 		return Result{}, cards.Invalid("min_confidence", "is %g; it must be between 0 and 1", *m)
@@ -475,20 +488,28 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	t1 := time.Now()
 	merged := MergeFair(ranked, topK)
 	res.Abstained = len(merged) == 0 && len(lists) > 0
+	var anchors []*entry
+	if !req.NoCompanions && !req.Mode.single() {
+		merged, anchors = addCompanions(r.companionOpts, cs, ranked, merged, topK)
+	}
 	res.Timings.Fuse += time.Since(t1)
 	t1 = time.Now()
 
 	// 6. Pins first, authorized like everything else; then the merged list.
 	taken := map[string]int{}
-	for _, k := range req.AlwaysLoad {
+	for i, k := range slices.Concat(req.AlwaysLoad, req.HotPins) {
 		k.Tenant = req.Caller.Tenant
 		id := DocID(k)
 		e := candidates[id]
 		if _, dup := taken[id]; e == nil || dup {
 			continue
 		}
+		why := "pinned (always_load)"
+		if i >= len(req.AlwaysLoad) {
+			why = "pinned (hot: used often)"
+		}
 		taken[id] = len(res.Tools)
-		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: "pinned (always_load)", Tokens: e.tokens,
+		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: why, Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
 	r.placeSelected(req, cs, &res, taken)
@@ -496,7 +517,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	for _, m := range merged {
 		placed[m.ID] = true
 	}
-	for _, m := range merged {
+	for i, m := range merged {
 		e := m.e
 		m.e = nil // the view's own; not shown
 		if m.Fields == nil && m.mask != 0 {
@@ -504,6 +525,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		}
 		m.mask = 0
 		s := Scored{Card: e.card, Scores: m.Fused, Reason: reason(m.Fused), Tokens: e.tokens}
+		if i < len(anchors) && anchors[i] != nil {
+			k := anchors[i].card.Key()
+			s.CompanionOf, s.Reason = &k, companionReason(k, m.Fused)
+		}
 		for _, id := range alts[m.ID] {
 			if _, shown := taken[id]; shown || placed[id] {
 				continue

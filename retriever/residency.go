@@ -244,6 +244,9 @@ func (r *Retriever) load(ctx context.Context, tenant string) error {
 			break
 		}
 	}
+	if err := r.readLessons(ctx, upserts); err != nil {
+		return fail(err)
+	}
 	sis, err := r.store.Servers(ctx, tenant)
 	if err != nil {
 		return fail(err)

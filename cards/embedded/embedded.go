@@ -12,6 +12,7 @@
 //	           entries' too, under their server key)
 //	servers    tenant\x00name\x00 (the server key) -> server entry (JSON)
 //	learned    card key -> learned phrasings (JSON list, oldest first)
+//	companions card key -> co-usage table (cards.Companions, JSON)
 //
 // A server entry's key is its ServerKey(tenant, name) encoded like a card
 // key with an empty name; card names are never empty, so the two never
@@ -61,6 +62,7 @@ var (
 	bucketGraves     = []byte("graves")
 	bucketServers    = []byte("servers")
 	bucketLearned    = []byte("learned")
+	bucketCompanions = []byte("companions")
 )
 
 // Option configures Open.
@@ -109,7 +111,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("embedded store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketCards, bucketChanges, bucketChangeIdx, bucketEmbeddings, bucketGraves, bucketServers, bucketLearned} {
+		for _, b := range [][]byte{bucketCards, bucketChanges, bucketChangeIdx, bucketEmbeddings, bucketGraves, bucketServers, bucketLearned, bucketCompanions} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -395,8 +397,8 @@ func (s *Store) List(ctx context.Context, q cards.ListQuery) (cards.ListPage, er
 	return page, nil
 }
 
-// Delete implements cards.Store. The card's embeddings and learned
-// phrasings go with it.
+// Delete implements cards.Store. The card's embeddings, learned
+// phrasings and co-usage table go with it.
 func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -430,6 +432,9 @@ func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) 
 			return err
 		}
 		if err := tx.Bucket(bucketLearned).Delete(key); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketCompanions).Delete(key); err != nil {
 			return err
 		}
 		return recordChange(tx, key, true)

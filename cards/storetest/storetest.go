@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) cards.Store) {
 	}
 	tests = append(tests, serverTests...)
 	tests = append(tests, examplesTests...)
+	tests = append(tests, companionTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))

@@ -19,6 +19,7 @@ func discoverCmd() *cobra.Command {
 	var alpha float64
 	var pins, intents []string
 	var minConfidence float64
+	var noCompanions bool
 	cmd := &cobra.Command{
 		Use:   `discover ["QUERY"] [--intent TEXT]...`,
 		Short: "Shortlist the caller's authorized tools for a request (or its parts), with full schemas",
@@ -49,7 +50,8 @@ aliases or tags, ranked by all the words ("+github open an issue").`,
 			}
 			defer conn.Close()
 			defer cancel()
-			req := &pb.DiscoverToolsRequest{Caller: who.caller(), Query: query, Intents: intents, TopK: int32(topK), Fusion: fusion}
+			req := &pb.DiscoverToolsRequest{Caller: who.caller(), Query: query, Intents: intents, TopK: int32(topK), Fusion: fusion,
+				NoCompanions: noCompanions}
 			if cmd.Flags().Changed("alpha") {
 				req.Alpha = &alpha
 			}
@@ -131,6 +133,7 @@ aliases or tags, ranked by all the words ("+github open an issue").`,
 	f.StringSliceVar(&pins, "pin", nil, "SERVER/NAME to always load (repeatable, at most 5)")
 	f.StringArrayVar(&intents, "intent", nil, "one part of a multi-step request (repeatable, at most 8)")
 	f.Float64Var(&minConfidence, "min-confidence", 0, "answer a ranked list only when its best tool's confidence reaches this (0..1; default: the server's)")
+	f.BoolVar(&noCompanions, "no-companions", false, "leave out the tools that past sessions used with the shortlist's confident tools (companions)")
 	return cmd
 }
 

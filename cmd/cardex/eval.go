@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/ops/evalremote"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
@@ -28,6 +27,9 @@ func evalCmd() *cobra.Command {
 		alpha, serverPrior, serverBoost, queryContext      float64
 		decompose, noCollapse, strictAlternatives          bool
 		split, noReformulate, warm, fitConfidence          bool
+		warmFrom, warmTenant                               string
+		hotPins                                            int
+		warmGuard                                          bool
 		noAbstention                                       bool
 		ef                                                 embedderFlags
 		timeout                                            time.Duration
@@ -76,12 +78,18 @@ limits refuse are made again after the delay it asks for.`,
 			if err != nil {
 				return err
 			}
-			if warm {
+			if warm || warmFrom != "" {
 				if addr != "" {
-					return fmt.Errorf("--warm runs in-process (it replays outcomes into a fresh store); drop --addr")
+					return fmt.Errorf("--warm and --warm-from run in-process (they replay outcomes into a fresh store); drop --addr")
 				}
-				if len(d.Queries) < 2 {
+				if warm && warmFrom != "" {
+					return fmt.Errorf("--warm splits the dataset's own queries; --warm-from replays another set's: give one")
+				}
+				if warm && len(d.Queries) < 2 {
 					return fmt.Errorf("--warm needs labelled queries to split into training and test halves")
+				}
+				if len(d.Queries) == 0 {
+					return fmt.Errorf("--warm-from needs labelled queries in %s to measure", args[0])
 				}
 			}
 			var backend eval.Backend
@@ -131,9 +139,20 @@ limits refuse are made again after the delay it asks for.`,
 					ropts = append(ropts, retriever.WithCollapse(false))
 				}
 				backend = eval.NewInProcess(emb, ropts...)
-				if warm {
-					return runWarm(cmd, d, emb, eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
-						Alpha: alpha, AlphaSet: cmd.Flags().Changed("alpha")}, split)
+				if warm || warmFrom != "" {
+					o := eval.Options{TopK: topK, Fusion: fusion, Tenant: tenant, Workers: workers, NoReformulate: noReformulate,
+						Alpha: alpha, AlphaSet: cmd.Flags().Changed("alpha")}
+					test, lessons, what, err := warmLessons(d, warm, warmFrom, warmTenant)
+					if err != nil {
+						return err
+					}
+					var guardSet []eval.Query
+					if warmGuard {
+						if guardSet, err = labelledOf(d, warm, warmFrom); err != nil {
+							return err
+						}
+					}
+					return runWarm(cmd, test, lessons, what, emb, ropts, o, split, hotPins, guardSet)
 				}
 			}
 			defer backend.Close()
@@ -212,7 +231,11 @@ limits refuse are made again after the delay it asks for.`,
 	f.BoolVar(&decompose, "decompose", false, "in-process: split a query-only request into its parts (sentences, \"then\", \"and\") and rank them like intents")
 	f.BoolVar(&noCollapse, "no-collapse", false, "in-process: do not collapse near-duplicate tools into one slot")
 	f.BoolVar(&strictAlternatives, "strict-alternatives", false, "score a slot by its tool alone, not by the near-duplicates it names as alternatives")
-	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings), measure the other")
+	f.BoolVar(&warm, "warm", false, "cold vs warm: split the queries in two fixed halves, replay the outcomes of one (learned phrasings, co-usage), measure the other")
+	f.StringVar(&warmFrom, "warm-from", "", "cold vs warm: replay the outcomes of another labelled set of the same catalogue (a folder with queries.jsonl) or of a real feedback log (FEEDBACK.jsonl), then measure this dataset's queries")
+	f.IntVar(&hotPins, "hot-pins", 3, "with --warm or --warm-from: also measure with the replay's N most used tools pinned first in every answer (what serve --auto-pin-hot does with the ones used often enough; 0: not)")
+	f.BoolVar(&warmGuard, "warm-guard", false, "with --warm or --warm-from DIR: also measure the replay sent through the guard of serve --labelled-queries, the replayed queries as the labelled set (slow: every change is evaluated in two shadows)")
+	f.StringVar(&warmTenant, "warm-tenant", "", "with --warm-from FEEDBACK.jsonl: replay only this tenant's outcomes (needed when the log holds several)")
 	f.BoolVar(&fitConfidence, "fit-confidence", false, "instead of evaluating: fit the confidence model (logistic, each dataset weighted equally) on the labelled datasets DIR... with the current embedder, and print it with its calibration")
 	f.BoolVar(&noAbstention, "no-abstention", false, "in-process: skip the out-of-catalogue (abstention) experiment")
 	f.BoolVar(&noReformulate, "no-reformulate", false, "do not reformulate low-confidence queries (the service does by default), to measure what that does")
@@ -299,39 +322,6 @@ func (p *evalProgress) finish() {
 	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}
-}
-
-// runWarm measures the test half of the queries twice: cold (no outcomes)
-// and warm (the training half's outcomes replayed as learned phrasings).
-func runWarm(cmd *cobra.Command, d *eval.Dataset, emb embed.Embedder, o eval.Options, split bool) error {
-	train, test := eval.SplitQueries(d.Queries)
-	td := *d
-	td.Queries = test
-	fmt.Fprintf(os.Stderr, "eval %s --warm: %d training queries replayed, %d test queries measured\n", d.Name, len(train), len(test))
-	for _, phase := range []string{"cold", "warm"} {
-		b := eval.NewInProcess(emb)
-		var backend eval.Backend = b
-		var w *eval.Warm
-		if phase == "warm" {
-			w = eval.NewWarm(b, train)
-			backend = w
-		}
-		rep, _, err := eval.Run(cmd.Context(), &td, backend, o)
-		backend.Close()
-		if err != nil {
-			return err
-		}
-		fmt.Printf("### %s: %d test queries", phase, len(test))
-		if w != nil {
-			fmt.Printf(", after replaying the outcomes of %d other queries (%d learned phrasings)", len(train), w.Learned)
-		}
-		fmt.Print("\n\n")
-		if err := rep.WriteMarkdown(os.Stdout, split); err != nil {
-			return err
-		}
-		fmt.Println()
-	}
-	return nil
 }
 
 // reviewFromLog writes recorded misses as queries.jsonl rows to stdout.

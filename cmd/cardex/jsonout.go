@@ -49,6 +49,7 @@ type discoveredJSON struct {
 	Intents       []int32        `json:"intents,omitempty"`
 	ForQuery      bool           `json:"for_query,omitempty"`
 	Alternatives  []toolRefJSON  `json:"alternatives,omitempty"`
+	CompanionOf   *toolRefJSON   `json:"companion_of,omitempty"`
 }
 
 type tokensJSON struct {
@@ -82,7 +83,11 @@ func discoverOut(r *pb.DiscoverToolsResponse) discoverJSON {
 		for _, a := range t.GetAlternatives() {
 			alts = append(alts, toolRefJSON{Server: a.GetServer(), Name: a.GetName()})
 		}
-		out.Tools = append(out.Tools, discoveredJSON{Card: cardJSON(t.GetCard()), MatchedFields: t.GetMatchedFields(), Reason: t.GetReason(),
+		var with *toolRefJSON
+		if c := t.GetCompanionOf(); c != nil {
+			with = &toolRefJSON{Server: c.GetServer(), Name: c.GetName()}
+		}
+		out.Tools = append(out.Tools, discoveredJSON{Card: cardJSON(t.GetCard()), MatchedFields: t.GetMatchedFields(), Reason: t.GetReason(), CompanionOf: with,
 			Pinned: t.GetPinned(), Tokens: t.GetTokens(), Confidence: t.GetConfidence(), Intents: t.GetIntents(), ForQuery: t.GetForQuery(), Alternatives: alts,
 			Scores: scoresJSON{Lexical: s.GetLexical(), Semantic: s.GetSemantic(), Fused: s.GetFused(), LexicalRank: s.GetLexicalRank(), SemanticRank: s.GetSemanticRank()}})
 	}

@@ -40,6 +40,8 @@ func serveCmd() *cobra.Command {
 	var consoleEvalDir string
 	var logFormat string
 	var metricsTenants int
+	var autoPins int
+	var labelled string
 	var ef embedderFlags     // --embedder and --embed-*, shared with reindex
 	var sf storeFlags        // --store, --database-url, --database-schema
 	var rf residencyFlags    // --tenants, --shard, --memory-budget
@@ -54,6 +56,9 @@ func serveCmd() *cobra.Command {
 			log, err := newFormatLogger(logLevel, logFormat)
 			if err != nil {
 				return err
+			}
+			if autoPins < 0 || autoPins > feedback.MaxPins {
+				return usageError("--auto-pin-hot %d: use 0 (off) up to %d", autoPins, feedback.MaxPins)
 			}
 			if metricsTenants < -1 || metricsTenants > metrics.MaxTenantsLimit {
 				return usageError("--metrics-tenants %d: use -1 (none) up to %d", metricsTenants, metrics.MaxTenantsLimit)
@@ -121,6 +126,7 @@ func serveCmd() *cobra.Command {
 				Hash:        dlog.Hash,
 				RawQueries:  mode == discoverylog.QueryRaw,
 				Learner:     ret,
+				CoUse:       ret,
 				Store:       store, // imports a learned.jsonl of an earlier version once
 				Logger:      log,
 			}
@@ -144,9 +150,32 @@ func serveCmd() *cobra.Command {
 			}()
 			met.DiscoveryLogDropped(dlog.Dropped)
 			fbc.Metrics = met
+			if autoPins > 0 {
+				// Automatic pins start from the uses the log already holds.
+				events, err := feedback.ReadEvents(fbc.Path)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					log.Warn("automatic pins: the feedback log is read up to a bad entry", "err", err)
+				}
+				fbc.Hot = feedback.HotFromEvents(events)
+				log.Info("automatic pins of hot tools", "per_caller", autoPins, "outcomes_counted", len(events))
+			}
 			enricher, err := enf.start(ctx, store, &sf, dataDir, met, log)
 			if err != nil {
 				return err
+			}
+			var guard *feedback.Guard
+			if labelled != "" {
+				// Lessons of tenants with a labelled set are evaluated in a
+				// shadow before they take effect (closed after the recorder,
+				// whose last sessions it evaluates, before the retriever).
+				sets, err := feedback.LoadLabelled(labelled)
+				if err != nil {
+					return fmt.Errorf("--labelled-queries: %w", err)
+				}
+				guard = feedback.NewGuard(feedback.GuardConfig{Target: ret, Store: store, Embedder: emb, Sets: sets, Logger: log})
+				defer guard.Close()
+				fbc.Learner, fbc.CoUse = guard, guard
+				log.Info("learned changes are evaluated first for the tenants with labelled queries", "tenants", len(sets), "file", labelled)
 			}
 			fb, err := feedback.New(ctx, fbc)
 			if err != nil {
@@ -166,7 +195,7 @@ func serveCmd() *cobra.Command {
 			var web http.Handler
 			if consoleOn && httpListen != "" {
 				if web, err = console.New(console.Config{Store: store, Retriever: ret, Auth: secu.auth, Limiter: secu.limiter, Trail: trail,
-					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log, Hosts: hosts}); err != nil {
+					FeedbackLog: fbc.Path, EvalDir: consoleEvalDir, GRPCAddr: listen, GRPCTLS: secu.tls != nil, Enrichment: enricher, Logger: log, Hosts: hosts, AutoPins: autoPins, Guard: guardOf(guard)}); err != nil {
 					return err
 				}
 			}
@@ -191,7 +220,7 @@ func serveCmd() *cobra.Command {
 			// In postgres mode, State keeps health NOT_SERVING until the schema is current.
 			gs, hs := server.New(server.Config{Store: store, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, Logger: log, Execution: agentSurfaces.Execution(),
 				State: sf.state, Auth: secu.auth, AgentTokens: agentSurfaces.Tokens(), Limiter: secu.limiter, Trail: trail,
-				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met})
+				RPCTimeout: sec.rpcTimeout, Warnings: warnings, ServerOptions: secu.opts, Metrics: met, AutoPins: autoPins})
 			if httpJSON && agentSurfaces.Addr() != "" {
 				served, err := httpjson.Register(agentSurfaces, gs, server.MaxMessageBytes)
 				if err != nil {
@@ -242,6 +271,8 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", envOr("CARDEX_DATA_DIR", "./cardex-data"), "embedded store directory (env CARDEX_DATA_DIR)")
 	f.StringVar(&listen, "listen", envOr("CARDEX_LISTEN", "127.0.0.1:50051"), "gRPC listen address (env CARDEX_LISTEN)")
 	f.StringVar(&queryLog, "query-log", "raw", "how queries are recorded in the discovery log: raw, hash or off")
+	f.StringVar(&labelled, "labelled-queries", "", "reviewed rows of cardex eval --from-log (JSON Lines with tenant, query, expected): a learned change that lowers recall@5 on its tenant's rows is held back (evaluated in a shadow first; shown on the console's usage page)")
+	f.IntVar(&autoPins, "auto-pin-hot", 0, fmt.Sprintf("pin up to this many of each caller's most used tools (from reported outcomes; its own, then its tenant's) to discoveries that name no always_load; 0: off, at most %d", feedback.MaxPins))
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", envOr("CARDEX_LOG_FORMAT", logText), "log format on stderr: text or json (env CARDEX_LOG_FORMAT)")
 	f.IntVar(&metricsTenants, "metrics-tenants", metrics.DefaultMaxTenants, "at most this many tenants get series of their own at /metrics (the first ones with authorized cards); the others are counted as tenant \"(other)\"; -1: none, at most 10000")
@@ -282,4 +313,13 @@ func syncLoop(ctx context.Context, ret *retriever.Retriever, every time.Duration
 			}
 		}
 	}
+}
+
+// guardOf is the guard for the console, nil when there is none (a nil
+// *Guard in the interface would not be nil).
+func guardOf(g *feedback.Guard) interface{ Held() []feedback.Held } {
+	if g == nil {
+		return nil
+	}
+	return g
 }

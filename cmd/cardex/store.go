@@ -298,3 +298,17 @@ func (g *schemaGate) Learned(ctx context.Context, keys []cards.Key) (map[cards.K
 	}
 	return g.Store.Learned(ctx, keys)
 }
+
+func (g *schemaGate) AddCompanions(ctx context.Context, uses []cards.CoUse) (bool, error) {
+	if !g.ready.Load() {
+		return false, errNotReady
+	}
+	return g.Store.AddCompanions(ctx, uses)
+}
+
+func (g *schemaGate) Companions(ctx context.Context, keys []cards.Key) (map[cards.Key]cards.Companions, error) {
+	if !g.ready.Load() {
+		return nil, errNotReady
+	}
+	return g.Store.Companions(ctx, keys)
+}

@@ -94,6 +94,15 @@ type ToolSummary struct {
 	// calibrated confidence and the (0-based) intents the tool answers.
 	Confidence float64 `json:"confidence,omitempty"`
 	Intents    []int   `json:"intents,omitempty"`
+	// CompanionOf is set for a companion: the matched tool that past
+	// sessions of the tenant used it with.
+	CompanionOf *Ref `json:"companion_of,omitempty"`
+}
+
+// Ref names a tool of the caller's tenant.
+type Ref struct {
+	Server string `json:"server"`
+	Name   string `json:"name"`
 }
 
 // MaxIntents is the most intents one search may carry.
@@ -103,15 +112,19 @@ const MaxIntents = retriever.MaxIntents
 // (and the query, when given) and merges them fairly, at most limit: see
 // retriever.Request.Intents. Each intent is at most MaxQueryLen code points.
 // It reports whether it abstained (no tool matched any part well enough).
-func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query string, intents []string, limit int) ([]ToolSummary, bool, error) {
-	res, err := g.Discover(ctx, c, query, intents, limit)
+func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query string, intents []string, limit int, noCompanions bool) ([]ToolSummary, bool, error) {
+	res, err := g.Discover(ctx, c, query, intents, limit, noCompanions)
 	if err != nil {
 		return nil, false, err
 	}
 	out := make([]ToolSummary, 0, len(res.Tools))
 	for _, t := range res.Tools {
-		out = append(out, ToolSummary{Name: t.Card.Name, Server: t.Card.Server, Summary: cutRunes(t.Card.Summary, MaxSummaryLen),
-			Confidence: t.Scores.Confidence, Intents: t.Intents})
+		s := ToolSummary{Name: t.Card.Name, Server: t.Card.Server, Summary: cutRunes(t.Card.Summary, MaxSummaryLen),
+			Confidence: t.Scores.Confidence, Intents: t.Intents}
+		if k := t.CompanionOf; k != nil {
+			s.CompanionOf = &Ref{Server: k.Server, Name: k.Name}
+		}
+		out = append(out, s)
 	}
 	return out, res.Abstained, nil
 }
@@ -119,7 +132,7 @@ func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query s
 // Discover is the shortlist behind SearchIntents, with the cards: the same
 // ranking as DiscoveryService.DiscoverTools for the same caller, query,
 // intents and top_k = limit (default DefaultLimit, capped at MaxLimit).
-func (g *Gateway) Discover(ctx context.Context, c retriever.Caller, query string, intents []string, limit int) (retriever.Result, error) {
+func (g *Gateway) Discover(ctx context.Context, c retriever.Caller, query string, intents []string, limit int, noCompanions bool) (retriever.Result, error) {
 	if n := utf8.RuneCountInString(query); n > MaxQueryLen {
 		return retriever.Result{}, cards.Invalid("query", "is %d characters; the limit is %d", n, MaxQueryLen)
 	}
@@ -139,7 +152,7 @@ func (g *Gateway) Discover(ctx context.Context, c retriever.Caller, query string
 	case limit > MaxLimit:
 		limit = MaxLimit
 	}
-	return g.Retriever.Discover(ctx, retriever.Request{Caller: c, Query: query, Intents: intents, TopK: limit})
+	return g.Retriever.Discover(ctx, retriever.Request{Caller: c, Query: query, Intents: intents, TopK: limit, NoCompanions: noCompanions})
 }
 
 // Search lists the caller's authorized tools that match the query (every one,

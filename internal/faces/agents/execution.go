@@ -75,7 +75,7 @@ func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSea
 	}
 	out := &pb.ExecutionServiceSearchToolsResponse{}
 	if len(req.GetIntents()) > 0 {
-		rows, abstained, err := s.gw.SearchIntents(ctx, c, req.GetQuery(), req.GetIntents(), int(req.GetLimit()))
+		rows, abstained, err := s.gw.SearchIntents(ctx, c, req.GetQuery(), req.GetIntents(), int(req.GetLimit()), req.GetNoCompanions())
 		if err != nil {
 			return nil, s.status("SearchTools", err)
 		}
@@ -83,6 +83,9 @@ func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSea
 		for _, r := range rows {
 			out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
 			m := &pb.SearchMatch{Confidence: r.Confidence}
+			if w := r.CompanionOf; w != nil {
+				m.CompanionOf = &pb.ToolRef{Server: w.Server, Name: w.Name}
+			}
 			for _, i := range r.Intents {
 				m.Intents = append(m.Intents, int32(i))
 			}

@@ -57,12 +57,13 @@ func TestConsoleAuthorization(t *testing.T) {
 		{"/console/cards/acme/billing/issue_refund", catalogOnly, 0},
 		{"/console/cards/acme/billing/no_such_tool", catalogOnly, 404},
 		{"/console/misses", catalogOnly, 0},
+		{"/console/usage", catalogOnly, 0},
 		{"/console/eval", catalogOnly, 0},
 		{"/console/playground", discoverOnly, 0},
 		{"/console/playground?query=refund+the+customer+now&tenant=acme&scopes=billing:read", discoverOnly, 0},
 	}
 	nav := map[string][]string{discoverToken: {"Playground"}, supportToken: {"Playground"},
-		catalogToken: {"Catalogue", "Misses", "Evaluation"}, adminToken: {"Catalogue", "Playground", "Misses", "Evaluation"}}
+		catalogToken: {"Catalogue", "Misses", "Usage", "Evaluation"}, adminToken: {"Catalogue", "Playground", "Misses", "Usage", "Evaluation"}}
 	names := map[string]string{"": "not signed in", discoverToken: "discover", supportToken: "bound discover", catalogToken: "catalog", adminToken: "admin"}
 
 	for _, token := range []string{"", discoverToken, supportToken, catalogToken, adminToken} {

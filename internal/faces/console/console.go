@@ -35,6 +35,7 @@ import (
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
 	"github.com/seed0cff8200/cardex/internal/faces/hostguard"
 	"github.com/seed0cff8200/cardex/internal/sources/enrich"
+	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
@@ -56,6 +57,11 @@ type Config struct {
 	// FeedbackLog is the feedback log (DATA_DIR/feedback.jsonl) the misses
 	// pages read.
 	FeedbackLog string
+	// AutoPins is `cardex serve --auto-pin-hot` (0: off), for the usage
+	// page to say.
+	AutoPins int
+	// Guard, when set, lists the learned changes it held back.
+	Guard interface{ Held() []feedback.Held }
 	// EvalDir, when set, holds `cardex eval` report files (*.json) the
 	// evaluation page lists.
 	EvalDir string
@@ -131,6 +137,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("POST "+Path+"cards/{tenant}/{server}/{name}/enrich", c.needs(roleCatalog, c.enrichCard))
 	m.HandleFunc("GET "+Path+"misses", c.needs(roleCatalog, c.missesPage))
 	m.HandleFunc("GET "+Path+"misses/queries.jsonl", c.needs(roleCatalog, c.missesExport))
+	m.HandleFunc("GET "+Path+"usage", c.needs(roleCatalog, c.usagePage))
 	m.HandleFunc("GET "+Path+"eval", c.needs(roleCatalog, c.evalPage))
 	m.HandleFunc("POST "+Path+"eval", c.needs(roleCatalog, c.evalUpload))
 	return c, nil
@@ -205,7 +212,7 @@ func (c *Console) parseTemplates() error {
 		return err
 	}
 	c.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "catalog", "card", "playground", "misses", "eval", "error"} {
+	for _, name := range []string{"login", "catalog", "card", "playground", "misses", "usage", "eval", "error"} {
 		t, err := layout.Clone()
 		if err != nil {
 			return err

@@ -52,6 +52,7 @@ type harness struct {
 	disc     pb.DiscoveryServiceClient
 	cat      pb.CatalogServiceClient
 	store    *embedded.Store
+	ret      *retriever.Retriever
 	entries  cards.Entries // the example catalogue as loaded
 	fbPath   string
 	evalDir  string
@@ -96,6 +97,7 @@ func newHarness(t *testing.T, open bool, opts ...func(*harness, *console.Config)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ret.Close() })
+	h.ret = ret
 
 	authn := &auth.Authenticator{}
 	if !open {
@@ -116,7 +118,7 @@ func newHarness(t *testing.T, open bool, opts ...func(*harness, *console.Config)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = trail.Close() })
-	fb, err := feedback.New(ctx, feedback.Config{Path: h.fbPath, Hash: func(s string) string { return "h" + s[:0] }, RawQueries: true, Learner: ret})
+	fb, err := feedback.New(ctx, feedback.Config{Path: h.fbPath, Hash: func(s string) string { return "h-" + s }, RawQueries: true, Learner: ret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ type playForm struct {
 	Fusion        string
 	Alpha         string
 	Pins          string // SERVER/NAME, comma- or space-separated
+	NoCompanions  bool
 }
 
 type playRow struct {
@@ -51,6 +52,7 @@ type playRow struct {
 	Reason       string
 	Pinned       bool
 	Alternatives []cards.Key
+	CompanionOf  *cards.Key
 	Input        string
 }
 
@@ -101,6 +103,8 @@ func (f *playForm) request() (*pb.DiscoverToolsRequest, error) {
 		Query:   strings.TrimSpace(f.Query),
 		Intents: lines(f.Intents),
 		Fusion:  strings.TrimSpace(f.Fusion),
+
+		NoCompanions: f.NoCompanions,
 	}
 	if v := strings.TrimSpace(f.TopK); v != "" {
 		n, err := strconv.Atoi(v)
@@ -134,7 +138,8 @@ func (f *playForm) request() (*pb.DiscoverToolsRequest, error) {
 // discoverRequest is what the DiscoverTools handler makes of req (the same
 // mapping, field by field).
 func discoverRequest(req *pb.DiscoverToolsRequest, caller retriever.Caller) retriever.Request {
-	r := retriever.Request{Caller: caller, Query: req.GetQuery(), Intents: req.GetIntents(), TopK: int(req.GetTopK()), Fusion: req.GetFusion()}
+	r := retriever.Request{Caller: caller, Query: req.GetQuery(), Intents: req.GetIntents(), TopK: int(req.GetTopK()), Fusion: req.GetFusion(),
+		NoCompanions: req.GetNoCompanions()}
 	if req.Alpha != nil {
 		r.Alpha, r.AlphaSet = req.GetAlpha(), true
 	}
@@ -151,7 +156,8 @@ func discoverRequest(req *pb.DiscoverToolsRequest, caller retriever.Caller) retr
 func (c *Console) playground(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	f := playForm{Query: q.Get("query"), Intents: q.Get("intents"), Tenant: q.Get("tenant"), Subject: q.Get("subject"), Scopes: q.Get("scopes"),
-		TopK: q.Get("top_k"), MinConfidence: q.Get("min_confidence"), Fusion: q.Get("fusion"), Alpha: q.Get("alpha"), Pins: q.Get("pins")}
+		TopK: q.Get("top_k"), MinConfidence: q.Get("min_confidence"), Fusion: q.Get("fusion"), Alpha: q.Get("alpha"), Pins: q.Get("pins"),
+		NoCompanions: q.Get("no_companions") != ""}
 	d := playData{Form: f, Binding: s.Binding(), TokenMethod: retriever.TokenMethod, Fusions: []string{retriever.FusionRelative, retriever.FusionRRF}}
 	if b := d.Binding; b != nil && f.Tenant == "" && f.Subject == "" && f.Scopes == "" {
 		// A bound credential's caller, as the form starts.
@@ -223,7 +229,7 @@ func (c *Console) discover(r *http.Request, s *session, req *pb.DiscoverToolsReq
 		row := playRow{Rank: i + 1, Key: t.Card.Key(), Summary: t.Card.Summary, Kind: t.Card.Kind, ForQuery: t.ForQuery,
 			Lexical: t.Scores.Lexical, LexicalRank: t.Scores.LexicalRank, Semantic: t.Scores.Semantic, SemanticRank: t.Scores.SemanticRank,
 			Fused: t.Scores.Score, Confidence: t.Scores.Confidence, Tokens: t.Tokens, Fields: t.Scores.Fields, Reason: t.Reason,
-			Pinned: t.Pinned, Alternatives: t.Alternatives, Input: indent(t.Card.InputSchema)}
+			Pinned: t.Pinned, Alternatives: t.Alternatives, CompanionOf: t.CompanionOf, Input: indent(t.Card.InputSchema)}
 		for _, in := range t.Intents {
 			row.Intents = append(row.Intents, in+1)
 		}
@@ -283,6 +289,9 @@ func (c *Console) commands(req *pb.DiscoverToolsRequest, s *session) (grpcurl, c
 	}
 	for _, p := range req.AlwaysLoad {
 		a = append(a, "--pin", shellQuote(p.GetServer()+"/"+p.GetName()))
+	}
+	if req.NoCompanions {
+		a = append(a, "--no-companions")
 	}
 	if addr != "127.0.0.1:50051" {
 		a = append(a, "--addr", shellQuote(addr))

@@ -31,6 +31,11 @@ type searchRow struct {
 	Summary    string  `json:"summary"`
 	Confidence float64 `json:"confidence"`
 	Intents    []int   `json:"intents"`
+	// CompanionOf names the matched tool a companion was used with.
+	CompanionOf *struct {
+		Server string `json:"server"`
+		Name   string `json:"name"`
+	} `json:"companion_of"`
 }
 
 // search calls search_tools and decodes its answer strictly; it fails the

@@ -85,6 +85,7 @@ func Tools() []*mcp.Tool {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 				`"query":{"type":"string","maxLength":200,"description":"What you want to do, in plain words (at most 200 characters); or select:SERVER/NAME,SERVER/NAME for exactly those tools; +word requires a word (e.g. +github open an issue). Empty lists every tool you may use."},` +
 				`"intents":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":200},"description":"The steps of a multi-step task, one short sentence each (at most 8), e.g. [\"create a word document\", \"convert it to PDF\"]. Each step is searched on its own and the results are merged, each step's best tool first; each result lists the steps it answers (0-based)."},` +
+				`"no_companions":{"type":"boolean","description":"With intents: leave out the tools that past sessions used together with the best matches (each such result names it in companion_of)."},` +
 				`"limit":{"type":"integer","minimum":1,"description":"How many results (default 20; more than 50 is capped at 50)."},` +
 				`"cursor":{"type":"string","description":"next_cursor of a previous answer to the same query (without intents), for the next page."},` +
 				`"format":{"type":"string","enum":["anthropic_tool_reference","anthropic_tools","openai_tool_search","openai_functions"],"description":"For orchestrators: answer with full tool definitions shaped for a model provider (see cardex's docs/INTEGRATIONS.md), ranked as DiscoverTools ranks them, instead of names and summaries."},` +
@@ -335,6 +336,8 @@ type searchArgs struct {
 	Cursor  string   `json:"cursor"`
 	Format  string   `json:"format"`
 	CallID  string   `json:"call_id"`
+
+	NoCompanions bool `json:"no_companions"`
 }
 
 // Shaped is search_tools' answer with a format: the shortlist's definitions
@@ -359,7 +362,7 @@ func (f *front) shaped(ctx context.Context, c retriever.Caller, a searchArgs) (*
 	if err != nil {
 		return toolError(err.Error()), nil
 	}
-	res, err := f.gw.Discover(ctx, c, a.Query, a.Intents, a.Limit)
+	res, err := f.gw.Discover(ctx, c, a.Query, a.Intents, a.Limit, a.NoCompanions)
 	if err != nil {
 		return f.errorResult(gateway.SearchTools, err)
 	}
@@ -396,7 +399,7 @@ func (f *front) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		if a.Cursor != "" {
 			return toolError("cursor: pages a search without intents; a search with intents answers in one page (raise limit)"), nil
 		}
-		rows, abstained, err = f.gw.SearchIntents(ctx, c, a.Query, a.Intents, a.Limit)
+		rows, abstained, err = f.gw.SearchIntents(ctx, c, a.Query, a.Intents, a.Limit, a.NoCompanions)
 	} else {
 		rows, next, err = f.gw.SearchPage(ctx, c, a.Query, a.Limit, a.Cursor)
 		abstained = strings.TrimSpace(a.Query) != "" && len(rows) == 0 && a.Cursor == ""

@@ -36,6 +36,8 @@ type discovery struct {
 	log   *slog.Logger
 	// metrics may be nil.
 	metrics *metrics.Metrics
+	// autoPins is Config.AutoPins.
+	autoPins int
 }
 
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
@@ -54,6 +56,8 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		Intents: req.GetIntents(),
 		TopK:    int(req.GetTopK()),
 		Fusion:  req.GetFusion(),
+
+		NoCompanions: req.GetNoCompanions(),
 	}
 	if req.Alpha != nil {
 		r.Alpha, r.AlphaSet = req.GetAlpha(), true
@@ -64,6 +68,18 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	}
 	for _, ref := range req.GetAlwaysLoad() {
 		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
+	}
+	if s.autoPins > 0 && s.fb != nil && len(r.AlwaysLoad) == 0 {
+		// The caller's candidates that it may use, so that how many it
+		// gets says nothing of the others.
+		for _, t := range s.fb.HotPins(caller.Tenant, caller.Subject, feedback.MaxPins) {
+			if len(r.HotPins) == s.autoPins {
+				break
+			}
+			if _, err := s.ret.Describe(ctx, caller, t.Name, t.Server); err == nil {
+				r.HotPins = append(r.HotPins, cards.Key{Server: t.Server, Name: t.Name})
+			}
+		}
 	}
 	res, err := s.ret.Discover(ctx, r)
 	if err != nil {
@@ -114,6 +130,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Intents:       int32s(t.Intents),
 			ForQuery:      t.ForQuery,
 			Alternatives:  refs(t.Alternatives),
+			CompanionOf:   ref(t.CompanionOf),
 		})
 		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
 		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
@@ -177,6 +194,14 @@ func (s *discovery) evaluated(ctx context.Context, caller retriever.Caller, res 
 	if err := s.trail.Append(caller.Subject, entry); err != nil {
 		s.log.Warn("audit trail append failed", "err", err)
 	}
+}
+
+// ref is a key as a ToolRef (nil for nil).
+func ref(k *cards.Key) *pb.ToolRef {
+	if k == nil {
+		return nil
+	}
+	return &pb.ToolRef{Server: k.Server, Name: k.Name}
 }
 
 func refs(ks []cards.Key) []*pb.ToolRef {

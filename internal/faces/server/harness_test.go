@@ -46,6 +46,7 @@ type env struct {
 	logPath string // discovery log file, "" when not logging
 	dlog    *discoverylog.Log
 	fbPath  string // feedback log file, "" without feedback
+	fb      *feedback.Recorder
 	ret     *retriever.Retriever
 	addr    string
 	exec    pb.ExecutionServiceClient // with envOptions.agentTokens
@@ -61,6 +62,8 @@ type envOptions struct {
 	wrap func(cards.Store) cards.Store
 	// feedback records outcomes (raw queries, learning on).
 	feedback bool
+	// autoPins is server.Config.AutoPins (with feedback).
+	autoPins int
 	// state is server.Config.State.
 	state *server.State
 	// retriever options (the service's defaults when nil).
@@ -121,13 +124,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.feedback {
 		e.fbPath = filepath.Join(dir, "feedback.jsonl")
 		fb, err = feedback.New(ctx, feedback.Config{Path: e.fbPath, LearnedPath: filepath.Join(dir, "learned.jsonl"),
-			Hash: func(s string) string { return "h:" + fmt.Sprint(len(s)) }, RawQueries: true, Learner: ret})
+			Hash: func(s string) string { return "h:" + fmt.Sprint(len(s)) }, RawQueries: true, Learner: ret, CoUse: ret, Hot: feedback.NewHot()})
 		if err != nil {
 			t.Fatalf("feedback.New: %v", err)
 		}
 		t.Cleanup(func() { _ = fb.Close() })
+		e.fb = fb
 	}
-	cfg := server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, CatalogToken: o.token, State: o.state,
+	cfg := server.Config{Store: used, Retriever: ret, DiscoveryLog: dlog, Feedback: fb, AutoPins: o.autoPins, CatalogToken: o.token, State: o.state,
 		Auth: o.auth, Limiter: o.limiter, RPCTimeout: o.timeout, Warnings: o.warnings, ServerOptions: o.serverOpts}
 	if o.trail {
 		e.trail = filepath.Join(dir, "audit-trail.jsonl")

@@ -37,6 +37,10 @@ type Config struct {
 	DiscoveryLog *discoverylog.Log
 	// Feedback may be nil (ReportOutcome then answers Unavailable).
 	Feedback *feedback.Recorder
+	// AutoPins, when > 0, pins up to that many of each caller's hot tools
+	// (Feedback's counts, feedback.Hot) to discoveries that name no
+	// always_load of their own; 0 leaves pins to the callers.
+	AutoPins int
 	Logger   *slog.Logger
 	// CatalogToken, when set, is required as "authorization: Bearer TOKEN"
 	// metadata on every CatalogService call.
@@ -107,7 +111,8 @@ func New(cfg Config) (*grpc.Server, *health.Server) {
 		grpc.ChainStreamInterceptor(codec.stream),
 	}, cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
-	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, trail: cfg.Trail, log: log, metrics: cfg.Metrics})
+	pb.RegisterDiscoveryServiceServer(gs, &discovery{ret: cfg.Retriever, dlog: cfg.DiscoveryLog, fb: cfg.Feedback, trail: cfg.Trail, log: log, metrics: cfg.Metrics,
+		autoPins: cfg.AutoPins})
 	pb.RegisterCatalogServiceServer(gs, &catalog{store: cfg.Store, ret: cfg.Retriever, trail: cfg.Trail, log: log})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, &healthDetails{Server: hs, warnings: cfg.Warnings})

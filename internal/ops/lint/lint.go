@@ -8,8 +8,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/embed"
@@ -23,6 +25,9 @@ const (
 	KindNoAliases = "no_aliases"
 	KindMissed    = "missed"
 	KindNoComment = "no_comment" // an imported view or table without COMMENT ON
+	// KindPin: a tool used so often (reported outcomes) that it is a
+	// candidate for always_load, for its tenant's callers or one caller.
+	KindPin = "pin_candidate"
 )
 
 // Finding is one thing worth a platform team's attention.
@@ -36,7 +41,13 @@ type Finding struct {
 	Misses int `json:"misses,omitempty"`
 	// SuggestedAliases are missed queries the card could answer to.
 	SuggestedAliases []string `json:"suggested_aliases,omitempty"`
-	Message          string   `json:"message"`
+	// Uses and Share (pin candidates): the decayed uses of the tool and its
+	// share of its tally's; Caller is the subject hash of the caller whose
+	// tally it is (empty: the tenant's).
+	Uses    float64 `json:"uses,omitempty"`
+	Share   float64 `json:"share,omitempty"`
+	Caller  string  `json:"caller,omitempty"`
+	Message string  `json:"message"`
 }
 
 // Options tune the checks.
@@ -120,6 +131,7 @@ func Run(ctx context.Context, cs []cards.Card, events []feedback.Event, emb embe
 	}
 	out = append(out, uncommented(active)...)
 	out = append(out, Missed(active, events, o.MaxSuggestions)...)
+	out = append(out, Pins(active, events, time.Now())...)
 	if o.Card != nil {
 		out = slices.DeleteFunc(out, func(f Finding) bool {
 			return f.Card != *o.Card && (f.Other == nil || *f.Other != *o.Card)
@@ -178,6 +190,52 @@ func Missed(active []cards.Card, events []feedback.Event, maxSuggestions int) []
 			msg += "; consider aliases: " + strings.Join(quote(sugg), ", ")
 		}
 		out = append(out, Finding{Kind: KindMissed, Card: k, Misses: t.n, SuggestedAliases: sugg, Message: msg})
+	}
+	return out
+}
+
+// Pins turns the feedback log's used tools into pin suggestions: per
+// tenant, then per caller (by subject hash) whose candidates differ from
+// its tenant's, the active tools that qualify as hot (feedback.Candidates),
+// at most feedback.MaxPins each.
+func Pins(active []cards.Card, events []feedback.Event, now time.Time) []Finding {
+	isActive := map[cards.Key]bool{}
+	tenants := map[string]bool{}
+	for _, c := range active {
+		isActive[c.Key()] = true
+		tenants[c.Tenant] = true
+	}
+	hot := feedback.HotFromEvents(events)
+	pins := func(tenant string, tools []feedback.HotTool) []feedback.HotTool {
+		tools = slices.DeleteFunc(tools, func(t feedback.HotTool) bool {
+			return !isActive[cards.Key{Tenant: tenant, Server: t.Server, Name: t.Name}]
+		})
+		return feedback.Candidates(tools, feedback.MaxPins)
+	}
+	var out []Finding
+	add := func(tenant, caller string, ts []feedback.HotTool) {
+		who := "tenant " + tenant + "'s callers"
+		if caller != "" {
+			who = "caller " + caller + " of tenant " + tenant
+		}
+		for _, t := range ts {
+			out = append(out, Finding{Kind: KindPin, Card: cards.Key{Tenant: tenant, Server: t.Server, Name: t.Name}, Uses: round(t.Uses), Share: round(t.Share), Caller: caller,
+				Message: fmt.Sprintf("%s/%s is used often by %s (%.1f uses, %.0f%% of theirs): a candidate for always_load", t.Server, t.Name, who, t.Uses, 100*t.Share)})
+		}
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(tenants)) {
+		mine := pins(tenant, hot.Tenant(tenant, now))
+		add(tenant, "", mine)
+		for _, caller := range hot.Callers(tenant) {
+			theirs := pins(tenant, hot.Caller(tenant, caller, now))
+			same := len(theirs) == len(mine)
+			for i := 0; same && i < len(theirs); i++ {
+				same = theirs[i].Tool == mine[i].Tool
+			}
+			if !same {
+				add(tenant, caller, theirs)
+			}
+		}
 	}
 	return out
 }

@@ -106,6 +106,11 @@ type Config struct {
 	// Otherwise the log holds their hash and nothing is learned.
 	RawQueries bool
 	Learner    Learner
+	// CoUse, if set, records the co-usage of sessions (couse.go).
+	CoUse CoUser
+	// Hot, if set, counts the tools reported used, per tenant and caller
+	// (hot.go).
+	Hot *Hot
 	// Sink, if set, receives every event as logged (e.g. PostgreSQL).
 	Sink interface{ Event(Event) }
 	// Metrics, if set, counts outcomes and implicit misses per tenant.
@@ -125,6 +130,11 @@ type Recorder struct {
 	sessions map[string][]string // tenant + subject + session → latest discovery ids
 	out      *os.File
 	w        *bufio.Writer
+	usage    sessions      // open sessions' used tools (couse.go)
+	dueUses  []cards.CoUse // sessions set aside for the next flush
+
+	stopFlush context.CancelFunc
+	flushed   chan struct{} // closed when the flush loop has stopped
 
 	stopImport context.CancelFunc
 	imported   chan struct{} // closed when the import is done or given up
@@ -169,6 +179,14 @@ func New(ctx context.Context, cfg Config) (*Recorder, error) {
 		return nil, err
 	}
 	r.out, r.w = f, bufio.NewWriter(f)
+	r.flushed = make(chan struct{})
+	if cfg.CoUse != nil {
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r.stopFlush = cancel
+		go r.flushLoop(fctx)
+	} else {
+		close(r.flushed)
+	}
 	if !legacy {
 		close(r.imported)
 		return r, nil
@@ -384,6 +402,12 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 	e := r.event(TypeOutcome, d, used, miss)
 	e.NoneFit = noneFit
 	r.write(e)
+	if used != nil {
+		r.noteUse(usageKey(tenant, subject, d.SessionID, d.ID), cards.Key{Tenant: tenant, Server: used.Server, Name: used.Name})
+		if r.cfg.Hot != nil {
+			r.cfg.Hot.Add(tenant, e.SubjectHash, *used, r.cfg.Now())
+		}
+	}
 	r.cfg.Metrics.Outcome(tenant, miss, noneFit)
 	// The phrasing to learn: the intents that reached the tool (each one
 	// part of the task, in the orchestrator's words), else the query.
@@ -404,6 +428,15 @@ func (r *Recorder) Outcome(ctx context.Context, tenant, subject, discoveryID str
 		return miss, fmt.Errorf("learn from outcome: %w", err)
 	}
 	return miss, nil
+}
+
+// HotPins are the caller's candidate pins (Hot.Pins), at most n; none
+// without Config.Hot.
+func (r *Recorder) HotPins(tenant, subject string, n int) []Tool {
+	if r.cfg.Hot == nil {
+		return nil
+	}
+	return r.cfg.Hot.Pins(tenant, r.cfg.Hash(subject), r.cfg.Now(), n)
 }
 
 // Used notes that a caller described or authorized an (authorized) tool.
@@ -431,12 +464,26 @@ func (r *Recorder) Used(tenant, subject, session string, tool Tool) bool {
 	return true
 }
 
-// Close stops a pending import and flushes and closes the log.
+// CloseFlushTimeout bounds how long Close waits to record the open
+// sessions' co-usage.
+const CloseFlushTimeout = 5 * time.Second
+
+// Close stops a pending import, records the open sessions' co-usage, and
+// flushes and closes the log.
 func (r *Recorder) Close() error {
 	if r.stopImport != nil {
 		r.stopImport()
 	}
 	<-r.imported
+	if r.stopFlush != nil {
+		r.stopFlush()
+		<-r.flushed
+		ctx, cancel := context.WithTimeout(context.Background(), CloseFlushTimeout)
+		if _, err := r.FlushCoUse(ctx, true); err != nil {
+			r.log.Warn("co-usage: recording the open sessions failed (their outcomes are in the feedback log)", "err", err)
+		}
+		cancel()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	err := r.w.Flush()

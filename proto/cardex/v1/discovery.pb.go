@@ -131,7 +131,11 @@ type DiscoverToolsRequest struct {
 	// discovery takes no credential; anyone where the server takes none); each
 	// such call is recorded in the audit trail (principal, tenant, hashed
 	// subject; no query).
-	Evaluation    bool `protobuf:"varint,50,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
+	Evaluation bool `protobuf:"varint,50,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
+	// Leave out the tools that the shortlist's confident tools were used
+	// with in the tenant's past sessions (companions; on by default, and
+	// only where outcomes taught co-usage).
+	NoCompanions  bool `protobuf:"varint,30,opt,name=no_companions,json=noCompanions,proto3" json:"no_companions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +243,13 @@ func (x *DiscoverToolsRequest) GetCallId() string {
 func (x *DiscoverToolsRequest) GetEvaluation() bool {
 	if x != nil {
 		return x.Evaluation
+	}
+	return false
+}
+
+func (x *DiscoverToolsRequest) GetNoCompanions() bool {
+	if x != nil {
+		return x.NoCompanions
 	}
 	return false
 }
@@ -351,8 +362,13 @@ type DiscoveredTool struct {
 	// The tool's definition in the requested format, as JSON (empty without
 	// a format): what goes into the provider request's tools array.
 	DefinitionJson string `protobuf:"bytes,21,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set when the tool is in the answer as a companion: the shortlisted
+	// tool that past sessions of the tenant used it with (reason: "used with
+	// server/name"). A companion takes only a spare slot or the slot of a
+	// weak match, is one the caller may use, and is never destructive.
+	CompanionOf   *ToolRef `protobuf:"bytes,30,opt,name=companion_of,json=companionOf,proto3" json:"companion_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiscoveredTool) Reset() {
@@ -467,6 +483,13 @@ func (x *DiscoveredTool) GetDefinitionJson() string {
 		return x.DefinitionJson
 	}
 	return ""
+}
+
+func (x *DiscoveredTool) GetCompanionOf() *ToolRef {
+	if x != nil {
+		return x.CompanionOf
+	}
+	return nil
 }
 
 type TokenEstimate struct {
@@ -1302,7 +1325,7 @@ var File_cardex_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\x88\x03\n" +
+	"\x19cardex/v1/discovery.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\"\xad\x03\n" +
 	"\x14DiscoverToolsRequest\x12)\n" +
 	"\x06caller\x18\x01 \x01(\v2\x11.cardex.v1.CallerR\x06caller\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x13\n" +
@@ -1317,7 +1340,8 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\acall_id\x18\x15 \x01(\tR\x06callId\x12\x1e\n" +
 	"\n" +
 	"evaluation\x182 \x01(\bR\n" +
-	"evaluationB\b\n" +
+	"evaluation\x12#\n" +
+	"\rno_companions\x18\x1e \x01(\bR\fnoCompanionsB\b\n" +
 	"\x06_alphaB\x11\n" +
 	"\x0f_min_confidence\"\x9c\x01\n" +
 	"\x06Scores\x12\x18\n" +
@@ -1325,7 +1349,7 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\bsemantic\x18\x02 \x01(\x01R\bsemantic\x12\x14\n" +
 	"\x05fused\x18\x03 \x01(\x01R\x05fused\x12!\n" +
 	"\flexical_rank\x18\x04 \x01(\x05R\vlexicalRank\x12#\n" +
-	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xac\x03\n" +
+	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xe3\x03\n" +
 	"\x0eDiscoveredTool\x12#\n" +
 	"\x04card\x18\x01 \x01(\v2\x0f.cardex.v1.CardR\x04card\x12)\n" +
 	"\x06scores\x18\x02 \x01(\v2\x11.cardex.v1.ScoresR\x06scores\x12%\n" +
@@ -1341,7 +1365,8 @@ const file_cardex_v1_discovery_proto_rawDesc = "" +
 	"\falternatives\x18\n" +
 	" \x03(\v2\x12.cardex.v1.ToolRefR\falternatives\x12#\n" +
 	"\rprovider_name\x18\x14 \x01(\tR\fproviderName\x12'\n" +
-	"\x0fdefinition_json\x18\x15 \x01(\tR\x0edefinitionJson\"y\n" +
+	"\x0fdefinition_json\x18\x15 \x01(\tR\x0edefinitionJson\x125\n" +
+	"\fcompanion_of\x18\x1e \x01(\v2\x12.cardex.v1.ToolRefR\vcompanionOf\"y\n" +
 	"\rTokenEstimate\x12)\n" +
 	"\x10shortlist_tokens\x18\x01 \x01(\x03R\x0fshortlistTokens\x12%\n" +
 	"\x0ecatalog_tokens\x18\x02 \x01(\x03R\rcatalogTokens\x12\x16\n" +
@@ -1457,32 +1482,33 @@ var file_cardex_v1_discovery_proto_depIdxs = []int32{
 	17, // 2: cardex.v1.DiscoveredTool.card:type_name -> cardex.v1.Card
 	2,  // 3: cardex.v1.DiscoveredTool.scores:type_name -> cardex.v1.Scores
 	16, // 4: cardex.v1.DiscoveredTool.alternatives:type_name -> cardex.v1.ToolRef
-	3,  // 5: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
-	4,  // 6: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
-	15, // 7: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
-	7,  // 8: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
-	15, // 9: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
-	17, // 10: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
-	15, // 11: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
-	0,  // 12: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
-	16, // 13: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
-	15, // 14: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
-	16, // 15: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
-	1,  // 16: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
-	6,  // 17: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
-	9,  // 18: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
-	11, // 19: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
-	13, // 20: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
-	5,  // 21: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
-	8,  // 22: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
-	10, // 23: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
-	12, // 24: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
-	14, // 25: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 5: cardex.v1.DiscoveredTool.companion_of:type_name -> cardex.v1.ToolRef
+	3,  // 6: cardex.v1.DiscoverToolsResponse.tools:type_name -> cardex.v1.DiscoveredTool
+	4,  // 7: cardex.v1.DiscoverToolsResponse.tokens:type_name -> cardex.v1.TokenEstimate
+	15, // 8: cardex.v1.SearchToolsRequest.caller:type_name -> cardex.v1.Caller
+	7,  // 9: cardex.v1.SearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
+	15, // 10: cardex.v1.DescribeToolRequest.caller:type_name -> cardex.v1.Caller
+	17, // 11: cardex.v1.DescribeToolResponse.card:type_name -> cardex.v1.Card
+	15, // 12: cardex.v1.AuthorizeCallRequest.caller:type_name -> cardex.v1.Caller
+	0,  // 13: cardex.v1.AuthorizeCallResponse.decision:type_name -> cardex.v1.AuthorizeCallResponse.Decision
+	16, // 14: cardex.v1.AuthorizeCallResponse.tool:type_name -> cardex.v1.ToolRef
+	15, // 15: cardex.v1.ReportOutcomeRequest.caller:type_name -> cardex.v1.Caller
+	16, // 16: cardex.v1.ReportOutcomeRequest.used_tool:type_name -> cardex.v1.ToolRef
+	1,  // 17: cardex.v1.DiscoveryService.DiscoverTools:input_type -> cardex.v1.DiscoverToolsRequest
+	6,  // 18: cardex.v1.DiscoveryService.SearchTools:input_type -> cardex.v1.SearchToolsRequest
+	9,  // 19: cardex.v1.DiscoveryService.DescribeTool:input_type -> cardex.v1.DescribeToolRequest
+	11, // 20: cardex.v1.DiscoveryService.AuthorizeCall:input_type -> cardex.v1.AuthorizeCallRequest
+	13, // 21: cardex.v1.DiscoveryService.ReportOutcome:input_type -> cardex.v1.ReportOutcomeRequest
+	5,  // 22: cardex.v1.DiscoveryService.DiscoverTools:output_type -> cardex.v1.DiscoverToolsResponse
+	8,  // 23: cardex.v1.DiscoveryService.SearchTools:output_type -> cardex.v1.SearchToolsResponse
+	10, // 24: cardex.v1.DiscoveryService.DescribeTool:output_type -> cardex.v1.DescribeToolResponse
+	12, // 25: cardex.v1.DiscoveryService.AuthorizeCall:output_type -> cardex.v1.AuthorizeCallResponse
+	14, // 26: cardex.v1.DiscoveryService.ReportOutcome:output_type -> cardex.v1.ReportOutcomeResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_discovery_proto_init() }

@@ -30,7 +30,10 @@ type ExecutionServiceSearchToolsRequest struct {
 	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The parts of a multi-step task, at most 8 of at most 200 characters
 	// each: every part gets its tools (see DiscoverToolsRequest.intents).
-	Intents       []string `protobuf:"bytes,3,rep,name=intents,proto3" json:"intents,omitempty"`
+	Intents []string `protobuf:"bytes,3,rep,name=intents,proto3" json:"intents,omitempty"`
+	// With intents: leave out the companions (tools past sessions used with
+	// the confident matches; see DiscoverToolsRequest.no_companions).
+	NoCompanions  bool `protobuf:"varint,30,opt,name=no_companions,json=noCompanions,proto3" json:"no_companions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,6 +87,13 @@ func (x *ExecutionServiceSearchToolsRequest) GetIntents() []string {
 		return x.Intents
 	}
 	return nil
+}
+
+func (x *ExecutionServiceSearchToolsRequest) GetNoCompanions() bool {
+	if x != nil {
+		return x.NoCompanions
+	}
+	return false
 }
 
 type ExecutionServiceSearchToolsResponse struct {
@@ -152,9 +162,11 @@ func (x *ExecutionServiceSearchToolsResponse) GetAbstained() bool {
 
 // How a searched tool matched.
 type SearchMatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Confidence    float64                `protobuf:"fixed64,1,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	Intents       []int32                `protobuf:"varint,2,rep,packed,name=intents,proto3" json:"intents,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Confidence float64                `protobuf:"fixed64,1,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	Intents    []int32                `protobuf:"varint,2,rep,packed,name=intents,proto3" json:"intents,omitempty"`
+	// Set for a companion: the matched tool past sessions used it with.
+	CompanionOf   *ToolRef `protobuf:"bytes,30,opt,name=companion_of,json=companionOf,proto3" json:"companion_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +211,13 @@ func (x *SearchMatch) GetConfidence() float64 {
 func (x *SearchMatch) GetIntents() []int32 {
 	if x != nil {
 		return x.Intents
+	}
+	return nil
+}
+
+func (x *SearchMatch) GetCompanionOf() *ToolRef {
+	if x != nil {
+		return x.CompanionOf
 	}
 	return nil
 }
@@ -729,20 +748,22 @@ var File_cardex_v1_execution_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"j\n" +
+	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"\x8f\x01\n" +
 	"\"ExecutionServiceSearchToolsRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
-	"\aintents\x18\x03 \x03(\tR\aintents\"\xa3\x01\n" +
+	"\aintents\x18\x03 \x03(\tR\aintents\x12#\n" +
+	"\rno_companions\x18\x1e \x01(\bR\fnoCompanions\"\xa3\x01\n" +
 	"#ExecutionServiceSearchToolsResponse\x12,\n" +
 	"\x05tools\x18\x01 \x03(\v2\x16.cardex.v1.ToolSummaryR\x05tools\x120\n" +
 	"\amatches\x18\x02 \x03(\v2\x16.cardex.v1.SearchMatchR\amatches\x12\x1c\n" +
-	"\tabstained\x18\x03 \x01(\bR\tabstained\"G\n" +
+	"\tabstained\x18\x03 \x01(\bR\tabstained\"~\n" +
 	"\vSearchMatch\x12\x1e\n" +
 	"\n" +
 	"confidence\x18\x01 \x01(\x01R\n" +
 	"confidence\x12\x18\n" +
-	"\aintents\x18\x02 \x03(\x05R\aintents\"Q\n" +
+	"\aintents\x18\x02 \x03(\x05R\aintents\x125\n" +
+	"\fcompanion_of\x18\x1e \x01(\v2\x12.cardex.v1.ToolRefR\vcompanionOf\"Q\n" +
 	"#ExecutionServiceDescribeToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\"x\n" +
@@ -814,32 +835,33 @@ var file_cardex_v1_execution_proto_goTypes = []any{
 	(*CallToolResponse)(nil),                     // 9: cardex.v1.CallToolResponse
 	(*QueryReceipt)(nil),                         // 10: cardex.v1.QueryReceipt
 	(*ToolSummary)(nil),                          // 11: cardex.v1.ToolSummary
-	(*Card)(nil),                                 // 12: cardex.v1.Card
-	(*ToolRef)(nil),                              // 13: cardex.v1.ToolRef
+	(*ToolRef)(nil),                              // 12: cardex.v1.ToolRef
+	(*Card)(nil),                                 // 13: cardex.v1.Card
 	(*Annotations)(nil),                          // 14: cardex.v1.Annotations
 }
 var file_cardex_v1_execution_proto_depIdxs = []int32{
 	11, // 0: cardex.v1.ExecutionServiceSearchToolsResponse.tools:type_name -> cardex.v1.ToolSummary
 	2,  // 1: cardex.v1.ExecutionServiceSearchToolsResponse.matches:type_name -> cardex.v1.SearchMatch
-	12, // 2: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
-	7,  // 3: cardex.v1.ExecutionServiceListToolsResponse.tools:type_name -> cardex.v1.ListedTool
-	13, // 4: cardex.v1.ListedTool.tool:type_name -> cardex.v1.ToolRef
-	14, // 5: cardex.v1.ListedTool.annotations:type_name -> cardex.v1.Annotations
-	13, // 6: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
-	10, // 7: cardex.v1.CallToolResponse.query:type_name -> cardex.v1.QueryReceipt
-	0,  // 8: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
-	3,  // 9: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
-	8,  // 10: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
-	5,  // 11: cardex.v1.ExecutionService.ListTools:input_type -> cardex.v1.ExecutionServiceListToolsRequest
-	1,  // 12: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
-	4,  // 13: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
-	9,  // 14: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
-	6,  // 15: cardex.v1.ExecutionService.ListTools:output_type -> cardex.v1.ExecutionServiceListToolsResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 2: cardex.v1.SearchMatch.companion_of:type_name -> cardex.v1.ToolRef
+	13, // 3: cardex.v1.ExecutionServiceDescribeToolResponse.card:type_name -> cardex.v1.Card
+	7,  // 4: cardex.v1.ExecutionServiceListToolsResponse.tools:type_name -> cardex.v1.ListedTool
+	12, // 5: cardex.v1.ListedTool.tool:type_name -> cardex.v1.ToolRef
+	14, // 6: cardex.v1.ListedTool.annotations:type_name -> cardex.v1.Annotations
+	12, // 7: cardex.v1.CallToolResponse.tool:type_name -> cardex.v1.ToolRef
+	10, // 8: cardex.v1.CallToolResponse.query:type_name -> cardex.v1.QueryReceipt
+	0,  // 9: cardex.v1.ExecutionService.SearchTools:input_type -> cardex.v1.ExecutionServiceSearchToolsRequest
+	3,  // 10: cardex.v1.ExecutionService.DescribeTool:input_type -> cardex.v1.ExecutionServiceDescribeToolRequest
+	8,  // 11: cardex.v1.ExecutionService.CallTool:input_type -> cardex.v1.CallToolRequest
+	5,  // 12: cardex.v1.ExecutionService.ListTools:input_type -> cardex.v1.ExecutionServiceListToolsRequest
+	1,  // 13: cardex.v1.ExecutionService.SearchTools:output_type -> cardex.v1.ExecutionServiceSearchToolsResponse
+	4,  // 14: cardex.v1.ExecutionService.DescribeTool:output_type -> cardex.v1.ExecutionServiceDescribeToolResponse
+	9,  // 15: cardex.v1.ExecutionService.CallTool:output_type -> cardex.v1.CallToolResponse
+	6,  // 16: cardex.v1.ExecutionService.ListTools:output_type -> cardex.v1.ExecutionServiceListToolsResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_cardex_v1_execution_proto_init() }
