@@ -80,9 +80,10 @@ func TestEvalCommand(t *testing.T) {
 }
 
 // TestEvalAddrLeavesTheLogsAlone: `cardex eval --addr` with LiveMCPBench
-// (147 discoveries) against a server with default limits finishes and
-// leaves the server's discovery and feedback logs as they were; the audit
-// trail holds one evaluation entry per discovery.
+// (147 discoveries without its examples.jsonl, 147 with them) against a
+// server with default limits finishes and leaves the server's discovery
+// and feedback logs as they were; the audit trail holds one evaluation
+// entry per discovery.
 func TestEvalAddrLeavesTheLogsAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -117,7 +118,7 @@ func TestEvalAddrLeavesTheLogsAlone(t *testing.T) {
 		t.Error("eval --addr wrote into the server's discovery or feedback log")
 	}
 	n := strings.Count(read("audit-trail.jsonl"), `"type":"evaluation"`)
-	if n != 147 {
-		t.Errorf("%d evaluation entries in the audit trail, want 147 (49 queries, 3 conditions)", n)
+	if n != 2*147 {
+		t.Errorf("%d evaluation entries in the audit trail, want 294 (49 queries, 3 conditions, without and with search examples)", n)
 	}
 }
