@@ -56,7 +56,7 @@ func DefaultLexicalWeights() LexicalWeights {
 		Name:        3,
 		Aliases:     2.5,
 		Learned:     2,
-		Examples:    1,
+		Examples:    2,
 		Summary:     2,
 		Tags:        1.5,
 		Params:      1,
