@@ -74,6 +74,34 @@ func TestEvalCommand(t *testing.T) {
 	if _, code := run(t, bin, addr, "eval", fixture, "--addr", addr, "--no-reformulate"); code == 0 {
 		t.Error("eval --addr accepted --no-reformulate, which only an in-process run can honour")
 	}
+	// A folder with examples.jsonl: without and with them side by side, in
+	// process and against the server (whose cards carry them, then not).
+	withEx := filepath.Join("..", "..", "eval", "testdata", "examples")
+	for _, args := range [][]string{{}, {"--addr", addr}} {
+		got, code = run(t, bin, addr, append([]string{"eval", withEx, "--out", filepath.Join(dir, "ex.json"), "--misses", ""}, args...)...)
+		if code != 0 || !strings.Contains(got, "Without → with search examples") || !strings.Contains(got, "| query | hybrid | 0.") ||
+			!strings.Contains(got, "examples.jsonl (3 tools, 6 phrases)") {
+			t.Errorf("eval %v of a folder with examples (exit %d):\n%s", args, code, got)
+		}
+		var exRep struct {
+			Examples        string `json:"examples"`
+			WithoutExamples *struct {
+				Examples string `json:"examples"`
+			} `json:"without_examples"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "ex.json")); err != nil || json.Unmarshal(b, &exRep) != nil || exRep.Examples == "" ||
+			exRep.WithoutExamples == nil || exRep.WithoutExamples.Examples != "" {
+			t.Errorf("eval %v report: %v %s", args, err, b)
+		}
+	}
+	// The server's cards keep the examples of the last run; --examples none
+	// runs without them (and clears them).
+	if got, code = run(t, bin, addr, "eval", withEx, "--addr", addr, "--examples", "none", "--out", "", "--misses", ""); code != 0 || strings.Contains(got, "search examples") {
+		t.Errorf("eval --examples none (exit %d):\n%s", code, got)
+	}
+	if got, code = run(t, bin, addr, "cards", "get", "stocks/get_quote", "--tenant", "eval-examples"); code != 0 || strings.Contains(got, "search_examples") {
+		t.Errorf("examples left on the server after --examples none (exit %d):\n%s", code, got)
+	}
 	if _, code := run(t, bin, addr, "eval", filepath.Join(dir, "nope")); code == 0 {
 		t.Error("eval of a missing folder succeeded")
 	}
