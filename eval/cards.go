@@ -44,7 +44,11 @@ func (c *Catalog) Label(server, name string) string { return c.labels[[2]string{
 //   - description = the whole description (at most cards.MaxDescriptionLen
 //     characters) when it says more than the summary;
 //   - input_schema as published; no aliases, tags, scopes or
-//     when_not_to_use, since the datasets have none.
+//     when_not_to_use, since the datasets have none;
+//   - search_examples from the dataset's Examples, cut to the card limits,
+//     as a person's (the one who runs the evaluation applies them). A card
+//     without examples says so with a source and no examples, which clears
+//     examples an earlier run left on a server.
 //
 // Every card is normalised here, so a registration cannot fail on one bad
 // tool: a schema that breaks the card rules is dropped from its card and
@@ -54,12 +58,15 @@ func NewCatalog(d *Dataset, tenant string) (*Catalog, error) {
 	for i := range d.Tools {
 		t := &d.Tools[i]
 		card := ToolCard(t, tenant)
+		examples := cardExamples(d.Examples[t.Name])
+		card.SearchExamples, card.ExamplesSource = examples, &cards.ExamplesSource{Author: cards.AuthorPerson}
 		if err := cards.Normalize(&card); err != nil {
 			fe, ok := err.(*cards.FieldError)
 			if !ok || fe.Field != "input_schema" {
 				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 			}
 			card = ToolCard(t, tenant)
+			card.SearchExamples, card.ExamplesSource = examples, &cards.ExamplesSource{Author: cards.AuthorPerson}
 			card.InputSchema = nil
 			if err := cards.Normalize(&card); err != nil {
 				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
@@ -85,6 +92,18 @@ func NewCatalog(d *Dataset, tenant string) (*Catalog, error) {
 		}
 	}
 	return c, nil
+}
+
+// cardExamples cuts a tool's examples to the card limits: the first
+// cards.MaxSearchExamples, each at most cards.MaxSearchExampleLen
+// characters.
+func cardExamples(ex []string) []string {
+	ex = ex[:min(len(ex), cards.MaxSearchExamples)]
+	out := make([]string, len(ex))
+	for i, e := range ex {
+		out[i] = cutRunes(cards.Sanitize(e), cards.MaxSearchExampleLen)
+	}
+	return out
 }
 
 // ToolCard maps one tool to a card (not yet normalised); see NewCatalog.

@@ -100,6 +100,56 @@ type Dataset struct {
 	Tools   []Tool
 	Queries []Query  // nil when the folder has no queries.jsonl
 	Servers []Server // nil when the folder has no servers.jsonl
+	// Examples are search examples by tool label (examples.jsonl, or
+	// another file given to LoadExamples), registered on the cards; nil
+	// when there are none.
+	Examples map[string][]string
+	// ExamplesFile is the file Examples came from.
+	ExamplesFile string
+}
+
+// ExamplesFileName is a dataset folder's search examples: one line per
+// tool, {"name": label, "examples": [...]}.
+const ExamplesFileName = "examples.jsonl"
+
+// WithoutExamples returns a shallow copy of the dataset without its search
+// examples.
+func (d *Dataset) WithoutExamples() *Dataset {
+	out := *d
+	out.Examples, out.ExamplesFile = nil, ""
+	return &out
+}
+
+// LoadExamples reads a search-examples file ({"name", "examples"} a line)
+// into d.Examples, replacing what it held. Every name must be a tool of the
+// dataset, at most once; tools without a line get no examples.
+func (d *Dataset) LoadExamples(path string) error {
+	labels := make(map[string]bool, len(d.Tools))
+	for _, t := range d.Tools {
+		labels[t.Name] = true
+	}
+	ex := map[string][]string{}
+	if err := readJSONL(path, func(line int, raw []byte) error {
+		var row struct {
+			Name     string   `json:"name"`
+			Examples []string `json:"examples"`
+		}
+		if err := strictUnmarshal(raw, &row); err != nil {
+			return err
+		}
+		switch {
+		case !labels[row.Name]:
+			return fmt.Errorf("tool %q is not in tools.jsonl", row.Name)
+		case ex[row.Name] != nil:
+			return fmt.Errorf("tool %q appears twice", row.Name)
+		}
+		ex[row.Name] = append([]string{}, row.Examples...)
+		return nil
+	}); err != nil {
+		return err
+	}
+	d.Examples, d.ExamplesFile = ex, path
+	return nil
 }
 
 // HasIntents reports whether any query carries intents.
@@ -122,8 +172,8 @@ func (d *Dataset) HasSchemas() bool {
 	return false
 }
 
-// Load reads a dataset folder: tools.jsonl (required) and queries.jsonl
-// (optional). It checks that tool labels are unique, that query ids are
+// Load reads a dataset folder: tools.jsonl (required), and servers.jsonl,
+// examples.jsonl and queries.jsonl (optional). It checks that tool labels are unique, that query ids are
 // unique and every query has a text and at least one need, and that every
 // label a query names exists among the tools.
 func Load(dir string) (*Dataset, error) {
@@ -169,6 +219,13 @@ func Load(dir string) (*Dataset, error) {
 			d.Servers = append(d.Servers, s)
 			return nil
 		}); err != nil {
+			return nil, err
+		}
+	}
+
+	examplesPath := filepath.Join(dir, ExamplesFileName)
+	if _, err := os.Stat(examplesPath); err == nil {
+		if err := d.LoadExamples(examplesPath); err != nil {
 			return nil, err
 		}
 	}

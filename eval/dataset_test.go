@@ -184,3 +184,58 @@ func write(t *testing.T, dir, name, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestLoadExamples(t *testing.T) {
+	d, err := Load("testdata/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Examples) != 3 || len(d.Examples["github/search"]) != 2 || !strings.HasSuffix(d.ExamplesFile, ExamplesFileName) {
+		t.Fatalf("examples = %v from %q", d.Examples, d.ExamplesFile)
+	}
+	cat, err := NewCatalog(d, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cat.Cards {
+		want := d.Examples[c.Server+"/"+c.Name]
+		if strings.Join(c.SearchExamples, "|") != strings.Join(want, "|") || c.ExamplesSource == nil || c.ExamplesSource.Author != cards.AuthorPerson {
+			t.Errorf("%s/%s: examples %q source %+v, want %q", c.Server, c.Name, c.SearchExamples, c.ExamplesSource, want)
+		}
+	}
+	// Without them, every card states it has none (which clears a server's).
+	bare, err := NewCatalog(d.WithoutExamples(), "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range bare.Cards {
+		if c.SearchExamples != nil || c.ExamplesSource == nil {
+			t.Errorf("%s/%s without examples: %q %+v", c.Server, c.Name, c.SearchExamples, c.ExamplesSource)
+		}
+	}
+	// Examples longer than the card limit are cut to it.
+	long := strings.Repeat("word ", 100)
+	d.Examples["stocks/get_quote"] = []string{long}
+	cat, err = NewCatalog(d, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cat.Cards[7]; len([]rune(c.SearchExamples[0])) > cards.MaxSearchExampleLen {
+		t.Errorf("example of %d characters kept", len([]rune(c.SearchExamples[0])))
+	}
+
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"unknown.jsonl": `{"name": "nope/tool", "examples": ["x"]}`,
+		"twice.jsonl":   "{\"name\": \"github/search\", \"examples\": [\"x\"]}\n{\"name\": \"github/search\", \"examples\": [\"y\"]}\n",
+		"bad.jsonl":     `{"name": "github/search", "examples": "not a list"}`,
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.LoadExamples(path); err == nil || !strings.Contains(err.Error(), name+":1") && !strings.Contains(err.Error(), name+":2") {
+			t.Errorf("%s: error %v, want one naming the file and line", name, err)
+		}
+	}
+}

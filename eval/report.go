@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,8 +21,15 @@ type Report struct {
 	Fusion  string   `json:"fusion"`
 	Alpha   *float64 `json:"alpha,omitempty"`
 	// NoReformulate: low-confidence queries were not reformulated.
-	NoReformulate bool     `json:"no_reformulate,omitempty"`
-	Modes         []string `json:"modes"`
+	NoReformulate bool `json:"no_reformulate,omitempty"`
+	// Examples says which search examples the cards carried ("" for
+	// none): the file, and how many tools and phrases.
+	Examples string `json:"examples,omitempty"`
+	// WithoutExamples is the same evaluation with cards that carry no
+	// search examples, when both were run (the report itself is the run
+	// with them).
+	WithoutExamples *Report  `json:"without_examples,omitempty"`
+	Modes           []string `json:"modes"`
 	// Conditions are what discoveries were given of each query: "query",
 	// and "intents" / "query+intents" on datasets with intents.
 	Conditions []string `json:"conditions"`
@@ -143,6 +151,13 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 		fusion += "; low-confidence reformulation off"
 	}
 	fmt.Fprintf(&b, "%s; tenant %s; fusion %s; misses judged at top %d.\n\n", r.Backend, r.Tenant, fusion, r.TopK)
+	if r.Examples != "" {
+		fmt.Fprintf(&b, "Search examples: %s.\n\n", r.Examples)
+	}
+	if r.WithoutExamples != nil {
+		r.writeExamplesComparison(&b)
+		b.WriteString("With search examples:\n\n")
+	}
 	if len(r.Subsets) > 0 {
 		conds := len(r.Conditions) > 1
 		if conds {
@@ -209,4 +224,41 @@ func (r *Report) WriteMarkdown(w io.Writer, split bool) error {
 		r.Timing.TotalSeconds, r.Timing.RegisterSeconds, r.Queries, len(r.Modes)*max(1, len(r.Conditions)), r.Timing.QuerySeconds, r.Timing.TokenSeconds)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeExamplesComparison writes every query's metrics without and with
+// search examples side by side, per condition and mode, and the
+// single-need recall@5 the same way.
+func (r *Report) writeExamplesComparison(b *strings.Builder) {
+	base := r.WithoutExamples
+	b.WriteString("Without → with search examples (every query):\n\n")
+	b.WriteString("| given | mode | recall@1 | recall@5 | recall@10 | MRR | nDCG@10 |\n|---|---|---|---|---|---|---|\n")
+	cell := func(x, y float64) string { return fmt.Sprintf("%.3f → %.3f", x, y) }
+	rows := func(name string, line func(m, w ModeResult)) {
+		with, without := r.Subset(name), base.Subset(name)
+		if with == nil || without == nil {
+			return
+		}
+		for _, m := range with.Modes {
+			for _, w := range without.Modes {
+				if w.Mode == m.Mode && w.Condition == m.Condition {
+					line(m, w)
+				}
+			}
+		}
+	}
+	rows("all", func(m, w ModeResult) {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", cmp.Or(m.Condition, string(CondQuery)), m.Mode,
+			cell(w.Recall1, m.Recall1), cell(w.Recall5, m.Recall5), cell(w.Recall10, m.Recall10), cell(w.MRR, m.MRR), cell(w.NDCG10, m.NDCG10))
+	})
+	var parts []string
+	rows("single", func(m, w ModeResult) {
+		if m.Condition == "" || m.Condition == string(CondQuery) {
+			parts = append(parts, fmt.Sprintf("%s %s", m.Mode, cell(w.Recall5, m.Recall5)))
+		}
+	})
+	if len(parts) > 0 {
+		fmt.Fprintf(b, "\nSingle-need queries (%d): recall@5 %s.\n", r.Subset("single").Queries, strings.Join(parts, ", "))
+	}
+	b.WriteString("\n")
 }

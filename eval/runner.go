@@ -144,6 +144,16 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 		Tools: len(d.Tools), Queries: len(d.Queries), TopK: topK, Fusion: fusionName(o.Fusion),
 		NoReformulate: o.NoReformulate,
 	}
+	if d.Examples != nil {
+		tools, phrases := 0, 0
+		for _, ex := range d.Examples {
+			if len(ex) > 0 {
+				tools++
+				phrases += len(ex)
+			}
+		}
+		rep.Examples = fmt.Sprintf("%s (%d tools, %d phrases)", d.ExamplesFile, tools, phrases)
+	}
 	for _, m := range modes {
 		rep.Modes = append(rep.Modes, string(m))
 	}

@@ -319,3 +319,47 @@ func TestBPE(t *testing.T) {
 		t.Errorf("Definition without schema = %s", def)
 	}
 }
+
+// Search examples reach the ranking: queries worded only like a tool's
+// examples are found with them, and the report says which examples ran.
+func TestRunWithExamples(t *testing.T) {
+	d, err := Load("testdata/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(d *Dataset) *Report {
+		b := NewInProcess(nil)
+		defer b.Close()
+		rep, _, err := Run(context.Background(), d, b, Options{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	with, without := run(d), run(d.WithoutExamples())
+	if !strings.Contains(with.Examples, "examples.jsonl (3 tools, 6 phrases)") || without.Examples != "" {
+		t.Errorf("examples noted: with %q, without %q", with.Examples, without.Examples)
+	}
+	r1 := func(rep *Report, mode string) float64 {
+		for _, m := range rep.Subset("all").Modes {
+			if m.Mode == mode {
+				return m.Recall1
+			}
+		}
+		t.Fatalf("no %s row", mode)
+		return 0
+	}
+	for _, mode := range []string{"lexical", "hybrid"} {
+		if r1(with, mode) != 1 || r1(without, mode) >= 1 {
+			t.Errorf("%s recall@1: with examples %.3f, without %.3f", mode, r1(with, mode), r1(without, mode))
+		}
+	}
+	with.WithoutExamples = without
+	var md bytes.Buffer
+	if err := with.WriteMarkdown(&md, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "Without → with search examples") || !strings.Contains(md.String(), "| query | hybrid | ") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}

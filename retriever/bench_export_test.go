@@ -19,7 +19,7 @@ import (
 
 // BenchLexicalDoc is the lexical document the retriever indexes for c.
 func BenchLexicalDoc(c cards.Card) LexicalDoc {
-	return lexicalDoc(&entry{id: DocID(c.Key()), card: c}, nil)
+	return lexicalDoc(newEntry(c), nil)
 }
 
 // BareBleve is the baseline of the lexical leg: a bleve index with the

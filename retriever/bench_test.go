@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +48,11 @@ var benchRestrictedScopes = synth.RestrictedScopes
 var benchSizes = []int{1000, 10_000, 100_000}
 
 const benchTenant = "acme"
+
+// benchExamples is the number of search examples on each card of
+// BenchmarkDiscover's catalogue: CARDEX_BENCH_EXAMPLES (default 0), so that
+// the cost of enriched cards is measured against the same run's plain ones.
+var benchExamples, _ = strconv.Atoi(os.Getenv("CARDEX_BENCH_EXAMPLES"))
 
 // benchCallers are the two callers of the benchmarks: an admin, whose
 // candidate set is the whole tenant, and a restricted agent.
@@ -99,7 +105,7 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	cs := synthCatalogue(n, 1, benchTenant)
+	cs := synth.WithExamples(synthCatalogue(n, 1, benchTenant), benchExamples, 2)
 	putBatches(b, st, cs)
 	r, err := retriever.New(ctx, st, emb, nil)
 	if err != nil {

@@ -29,6 +29,10 @@ type entry struct {
 	// companions is the card's co-usage table (companions.go), decayed to
 	// when it was read, read again whenever the card changes.
 	companions cards.Companions
+	// examples are the card's search examples, held apart from card: they
+	// are searched and embedded, and card (what answers are made of) has
+	// none, so no answer can carry them to an agent.
+	examples []string
 
 	// dup and words are what near-duplicate detection compares (diverse.go);
 	// group counts the tenant's entries with the same dup.
@@ -47,6 +51,16 @@ type entry struct {
 	schemaOnce sync.Once
 	schema     *cards.Schema
 	schemaErr  error
+}
+
+// newEntry is the view's entry of an active card: the card without its
+// search examples, which the entry keeps beside it for the index, and its
+// definition's token estimate.
+func newEntry(c cards.Card) *entry {
+	e := &entry{id: DocID(c.Key()), card: c, examples: c.SearchExamples}
+	e.card.SearchExamples, e.card.ExamplesSource = nil, nil
+	e.tokens = definitionTokens(&e.card)
+	return e
 }
 
 // inputSchema is the card's compiled input schema, compiled at the first
@@ -295,7 +309,7 @@ func (r *Retriever) apply(ctx context.Context, changes []cards.Change) error {
 		c, err := read[i], readErrs[i]
 		switch {
 		case err == nil && c.Status == cards.StatusActive:
-			upserts = append(upserts, &entry{id: id, card: c, tokens: definitionTokens(&c)})
+			upserts = append(upserts, newEntry(c))
 		case err == nil || isNotFound(err):
 			removals = append(removals, id)
 		default:
@@ -552,9 +566,9 @@ func (r *Retriever) embeddings(ctx context.Context, es []*entry, params [][]stri
 }
 
 // EmbeddingText is the text a card's vector is computed from: its split
-// name, server, summary, aliases, tags, description and parameter names.
-// when_not_to_use is left out on purpose: negative guidance must not pull a
-// card towards the queries it warns against.
+// name, server, summary, aliases, tags, description, parameter names and
+// search examples. when_not_to_use is left out on purpose: negative
+// guidance must not pull a card towards the queries it warns against.
 func EmbeddingText(c *cards.Card) string { return embeddingText(c, schemaParams(c.InputSchema)) }
 
 // embeddingText is EmbeddingText with the card's parameter names given.
@@ -567,6 +581,7 @@ func embeddingText(c *cards.Card, params []string) string {
 		c.Description,
 		strings.Join(params, " "),
 		c.Server,
+		strings.Join(c.SearchExamples, ". "),
 	}
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ". ")
 }
@@ -580,13 +595,16 @@ func LearnedEmbeddingText(c *cards.Card, learned []string) string {
 	return EmbeddingText(c) + ". " + strings.Join(learned, ". ")
 }
 
-// embeddingText is LearnedEmbeddingText of the entry, from its parameter
-// names (params, or the schema's when params is nil).
+// embeddingText is LearnedEmbeddingText of the entry with its search
+// examples, from its parameter names (params, or the schema's when params
+// is nil).
 func (e *entry) embeddingText(params []string) string {
 	if params == nil {
 		params = schemaParams(e.card.InputSchema)
 	}
-	t := embeddingText(&e.card, params)
+	c := e.card
+	c.SearchExamples = e.examples
+	t := embeddingText(&c, params)
 	if len(e.learned) > 0 {
 		t += ". " + strings.Join(e.learned, ". ")
 	}
@@ -609,6 +627,7 @@ func lexicalDoc(e *entry, params []string) LexicalDoc {
 		Description: c.Description,
 		Aliases:     c.Aliases,
 		Learned:     e.learned,
+		Examples:    e.examples,
 		Tags:        c.Tags,
 		Params:      params,
 	}

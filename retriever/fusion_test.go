@@ -15,7 +15,8 @@ func fuseCloneHits(hs []Hit) []Hit {
 	}
 	out := make([]Hit, len(hs))
 	for i, h := range hs {
-		out[i] = Hit{ID: h.ID, Score: h.Score, Fields: slices.Clone(h.Fields)}
+		out[i] = h
+		out[i].Fields = slices.Clone(h.Fields)
 	}
 	return out
 }
@@ -228,6 +229,38 @@ func TestFuseRelative(t *testing.T) {
 			name:  "both empty",
 			alpha: 0.5,
 			want:  []Fused{},
+		},
+		{
+			name:  "a clear lexical first keeps the top",
+			lex:   []Hit{{ID: "t/s/a", Score: 10, Evidence: ClearEvidence}, {ID: "t/s/b", Score: 6, Evidence: 0.9}},
+			sem:   []Hit{{ID: "t/s/c", Score: 0.9}, {ID: "t/s/b", Score: 0.8}, {ID: "t/s/a", Score: 0.1}},
+			alpha: 0.5,
+			want: []Fused{
+				{ID: "t/s/a", Score: 1, Lexical: 10, Semantic: 0.1, LexicalRank: 1, SemanticRank: 3, Evidence: ClearEvidence},
+				{ID: "t/s/c", Score: 0.5, Semantic: 0.9, SemanticRank: 1},
+				{ID: "t/s/b", Score: 0.4375, Lexical: 6, Semantic: 0.8, LexicalRank: 2, SemanticRank: 2, Evidence: 0.9},
+			},
+		},
+		{
+			name:  "an unclear lexical first is fused as usual",
+			lex:   []Hit{{ID: "t/s/a", Score: 10, Evidence: 0.69}, {ID: "t/s/b", Score: 6}},
+			sem:   []Hit{{ID: "t/s/c", Score: 0.9}, {ID: "t/s/a", Score: 0.1}},
+			alpha: 0.5,
+			want: []Fused{
+				{ID: "t/s/a", Score: 0.5, Lexical: 10, Semantic: 0.1, LexicalRank: 1, SemanticRank: 2, Evidence: 0.69},
+				{ID: "t/s/c", Score: 0.5, Semantic: 0.9, SemanticRank: 1},
+				{ID: "t/s/b", Score: 0, Lexical: 6, LexicalRank: 2},
+			},
+		},
+		{
+			name:  "alpha 1 keeps nothing of the lexical leg",
+			lex:   []Hit{{ID: "t/s/a", Score: 10, Evidence: 1}},
+			sem:   []Hit{{ID: "t/s/c", Score: 0.9}},
+			alpha: 1,
+			want: []Fused{
+				{ID: "t/s/c", Score: 1, Semantic: 0.9, SemanticRank: 1},
+				{ID: "t/s/a", Score: 0, Lexical: 10, LexicalRank: 1, Evidence: 1},
+			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

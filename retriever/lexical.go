@@ -28,7 +28,9 @@ type LexicalDoc struct {
 	Aliases     []string
 	// Learned are phrasings learned from use: queries that needed the card.
 	Learned []string
-	Tags    []string
+	// Examples are the card's search examples: requests the tool serves.
+	Examples []string
+	Tags     []string
 	// Params are the parameter names of the input schema, top-level and
 	// nested property names.
 	Params []string
@@ -40,6 +42,7 @@ type LexicalWeights struct {
 	Name        float64
 	Aliases     float64
 	Learned     float64
+	Examples    float64
 	Summary     float64
 	Tags        float64
 	Params      float64
@@ -53,6 +56,7 @@ func DefaultLexicalWeights() LexicalWeights {
 		Name:        3,
 		Aliases:     2.5,
 		Learned:     2,
+		Examples:    2,
 		Summary:     2,
 		Tags:        1.5,
 		Params:      1,
@@ -82,6 +86,7 @@ func (w LexicalWeights) fields() []lexField {
 		{lexFieldName, w.Name},
 		{lexFieldAliases, w.Aliases},
 		{lexFieldLearned, w.Learned},
+		{lexFieldExamples, w.Examples},
 		{lexFieldSummary, w.Summary},
 		{lexFieldTags, w.Tags},
 		{lexFieldParams, w.Params},
@@ -96,6 +101,7 @@ const (
 	lexFieldName        = "name"
 	lexFieldAliases     = "aliases"
 	lexFieldLearned     = "learned"
+	lexFieldExamples    = "examples"
 	lexFieldSummary     = "summary"
 	lexFieldTags        = "tags"
 	lexFieldParams      = "params"
@@ -108,7 +114,7 @@ const (
 )
 
 // maxLexFields is the number of searchable fields (LexicalWeights).
-const maxLexFields = 8
+const maxLexFields = 9
 
 // LexicalIndex is the lexical leg: BM25F over the caller's candidate set.
 // Text is analysed by bleve's English analyzer (unicode tokenizer,
@@ -229,6 +235,8 @@ func fieldValues(d *LexicalDoc, name string) []string {
 		return all(d.Aliases)
 	case lexFieldLearned:
 		return all(d.Learned)
+	case lexFieldExamples:
+		return all(d.Examples)
 	case lexFieldTags:
 		return all(d.Tags)
 	case lexFieldParams:

@@ -41,7 +41,7 @@ import (
 const lexFieldTenant = "tenant"
 
 var lexTextFields = map[string]string{
-	lexFieldName: "name", lexFieldAliases: "aliases", lexFieldLearned: "learned", lexFieldSummary: "summary",
+	lexFieldName: "name", lexFieldAliases: "aliases", lexFieldLearned: "learned", lexFieldExamples: "examples", lexFieldSummary: "summary",
 	lexFieldTags: "tags", lexFieldParams: "params", lexFieldDescription: "description", lexFieldServer: "server",
 }
 
@@ -154,6 +154,7 @@ func refLexDocument(d LexicalDoc) map[string]any {
 		lexFieldDescription: SplitIdentifiers(d.Description),
 		lexFieldAliases:     refLexSplitAll(d.Aliases),
 		lexFieldLearned:     refLexSplitAll(d.Learned),
+		lexFieldExamples:    refLexSplitAll(d.Examples),
 		lexFieldTags:        refLexSplitAll(d.Tags),
 		lexFieldParams:      refLexSplitAll(d.Params),
 	}
@@ -538,6 +539,9 @@ func TestLexicalMatchesReference(t *testing.T) {
 		}
 		if rng.Intn(5) == 0 {
 			d.Learned = []string{phrase(5)}
+		}
+		for range rng.Intn(7) / 2 {
+			d.Examples = append(d.Examples, phrase(3+rng.Intn(6)))
 		}
 		docs = append(docs, d)
 	}

@@ -238,7 +238,7 @@ func (r *Retriever) load(ctx context.Context, tenant string) error {
 			return fail(err)
 		}
 		for _, c := range page.Cards {
-			upserts = append(upserts, &entry{id: DocID(c.Key()), card: c, tokens: definitionTokens(&c)})
+			upserts = append(upserts, newEntry(c))
 		}
 		if cursor = page.NextCursor; cursor == "" {
 			break

@@ -170,3 +170,60 @@ func Queries(n int, seed int64) []string {
 	}
 	return out
 }
+
+// examplePhrasings are the shapes of search examples a model writes for a
+// tool (shared/eval/ENRICH_PROMPT.md): an everyday request, the domain's
+// terms, a step of a larger task, an indirect description, a concrete
+// example, a keyword query.
+var examplePhrasings = []func(v synthVerb, noun, adj, ctx, domain string) string{
+	func(v synthVerb, noun, adj, ctx, domain string) string {
+		return "can you " + v.syn + " the " + adj + " " + noun + "s for " + ctx
+	},
+	func(v synthVerb, noun, adj, ctx, domain string) string {
+		return v.verb + " " + domain + " " + noun + " records " + ctx
+	},
+	func(v synthVerb, noun, adj, ctx, domain string) string {
+		return "first " + v.syn + " the " + noun + ", then send the result to the team"
+	},
+	func(v synthVerb, noun, adj, ctx, domain string) string {
+		return "I need to take care of every " + adj + " " + noun + " before the deadline"
+	},
+	func(v synthVerb, noun, adj, ctx, domain string) string {
+		return v.syn + " " + noun + " 4711 of " + ctx
+	},
+	func(v synthVerb, noun, adj, ctx, domain string) string {
+		return v.gerund + " " + adj + " " + noun
+	},
+}
+
+// WithExamples returns the cards with n search examples each (at most six
+// shapes, cycled), written from the card's name and domain the way an
+// enrichment model phrases them, the same for the same arguments; the
+// input is not modified.
+func WithExamples(cs []cards.Card, n int, seed int64) []cards.Card {
+	if n <= 0 {
+		return cs
+	}
+	rng := rand.New(rand.NewSource(seed))
+	pick := func(s []string) string { return s[rng.Intn(len(s))] }
+	out := make([]cards.Card, len(cs))
+	for i := range cs {
+		c := cs[i].Clone()
+		verb, noun, _ := strings.Cut(c.Name, "_")
+		v := synthVerbs[0]
+		for _, sv := range synthVerbs {
+			if sv.verb == verb {
+				v = sv
+			}
+		}
+		noun = strings.TrimSuffix(noun[strings.LastIndex(noun, "_")+1:], "s")
+		domain, _, _ := strings.Cut(c.Server, "-")
+		c.ExamplesSource = &cards.ExamplesSource{Author: cards.AuthorModel, Model: "synth", PromptVersion: "synth-v1"}
+		for j := range n {
+			c.SearchExamples = append(c.SearchExamples, examplePhrasings[j%len(examplePhrasings)](v, noun, pick(synthAdjectives), pick(synthContexts), domain)+
+				strings.Repeat(" again", j/len(examplePhrasings)))
+		}
+		out[i] = c
+	}
+	return out
+}

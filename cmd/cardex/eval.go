@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/eval"
 	"github.com/seed0cff8200/cardex/internal/ops/evalremote"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
@@ -22,7 +23,7 @@ func evalCmd() *cobra.Command {
 	var tlsf tlsClientFlags
 	var (
 		addr, token, out, misses, fusion, encoding, tenant string
-		fromLog                                            string
+		fromLog, examples                                  string
 		topK, workers                                      int
 		alpha, serverPrior, serverBoost, queryContext      float64
 		decompose, noCollapse, strictAlternatives          bool
@@ -38,7 +39,8 @@ func evalCmd() *cobra.Command {
 		Use:   "eval DIR | --from-log FEEDBACK.jsonl",
 		Short: "Measure recall@K, MRR, nDCG@10 and token savings on a labelled dataset (tools.jsonl, queries.jsonl)",
 		Long: `Loads a dataset folder (tools.jsonl and, optionally, queries.jsonl with expected_groups),
-registers the tools as cards of one tenant, runs every query in the lexical-only, semantic-only
+registers the tools as cards of one tenant (with the search examples of the folder's
+examples.jsonl, or of --examples FILE, and also without them, side by side), runs every query in the lexical-only, semantic-only
 and hybrid modes side by side, and prints a Markdown table of recall@1/3/5/10, MRR and nDCG@10
 (a need is met when any tool of its group is retrieved) and the token savings of the shortlist
 against shipping every tool definition up front, counted with a BPE tokenizer whose vocabulary
@@ -74,6 +76,15 @@ limits refuse are made again after the delay it asks for.`,
 			if err != nil {
 				return err
 			}
+			switch examples {
+			case "":
+			case "none":
+				d = d.WithoutExamples()
+			default:
+				if err := d.LoadExamples(examples); err != nil {
+					return err
+				}
+			}
 			tk, err := eval.NewBPE(encoding)
 			if err != nil {
 				return err
@@ -94,6 +105,7 @@ limits refuse are made again after the delay it asks for.`,
 			}
 			var backend eval.Backend
 			var ropts []retriever.Option
+			var emb embed.Embedder
 			if addr != "" {
 				for _, name := range []string{"no-reformulate", "embedder", "embed-url", "embed-model", "embed-dim", "server-prior", "server-boost", "query-context", "decompose", "no-collapse", "fit-confidence"} {
 					if cmd.Flags().Changed(name) {
@@ -116,7 +128,7 @@ limits refuse are made again after the delay it asks for.`,
 				}()
 				backend = r
 			} else {
-				emb, err := ef.build(cmd.Context(), newLogger("warn"))
+				emb, err = ef.build(cmd.Context(), newLogger("warn"))
 				if err != nil {
 					return err
 				}
@@ -164,6 +176,25 @@ limits refuse are made again after the delay it asks for.`,
 			total := len(d.Queries) * len(backend.Modes())
 			fmt.Fprintf(os.Stderr, "eval %s: %d tools, %d queries, %d discoveries (%s)\n",
 				d.Name, len(d.Tools), len(d.Queries), total, backend.Describe())
+			var without *eval.Report
+			if d.Examples != nil && len(d.Queries) > 0 {
+				// The same run without the examples first, on a backend
+				// of its own (an in-process one registers once).
+				fmt.Fprintf(os.Stderr, "without search examples:\n")
+				wb := backend
+				if addr == "" {
+					wb = eval.NewInProcess(emb, ropts...)
+					defer wb.Close()
+				}
+				p := newEvalProgress(os.Stderr, "discoveries")
+				o.Progress = p.update
+				without, _, err = eval.Run(cmd.Context(), d.WithoutExamples(), wb, o)
+				p.finish()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "with search examples (%s):\n", d.ExamplesFile)
+			}
 			p := newEvalProgress(os.Stderr, "discoveries")
 			o.Progress = p.update
 			rep, ms, err := eval.Run(cmd.Context(), d, backend, o)
@@ -171,6 +202,7 @@ limits refuse are made again after the delay it asks for.`,
 			if err != nil {
 				return err
 			}
+			rep.WithoutExamples = without
 			if r, ok := backend.(*evalremote.Remote); ok && r.Removed > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%d stale cards of tenant %s were deleted from the server", r.Removed, rep.Tenant))
 			}
@@ -224,6 +256,7 @@ limits refuse are made again after the delay it asks for.`,
 	f.Float64Var(&alpha, "alpha", retriever.DefaultAlpha, "semantic weight for --fusion relative (0..1)")
 	f.StringVar(&encoding, "encoding", eval.DefaultEncoding, "BPE vocabulary for token counts: "+strings.Join(eval.Encodings, " or "))
 	f.IntVar(&workers, "workers", 0, "concurrent discoveries (default: one per CPU)")
+	f.StringVar(&examples, "examples", "", "search examples to register on the cards ({\"name\", \"examples\"} a line; default: the dataset's examples.jsonl when it has one; none: no examples). With examples, the report shows every metric without and with them")
 	f.StringVar(&fromLog, "from-log", "", "instead of evaluating: turn the misses recorded in a feedback log (DATA_DIR/feedback.jsonl) into queries.jsonl rows on stdout, for a person to review")
 	f.Float64Var(&serverPrior, "server-prior", retriever.DefaultServerPrior, "in-process: weight of a server's best tool as evidence for its other tools (0: off)")
 	f.Float64Var(&serverBoost, "server-boost", retriever.DefaultServerBoost, "in-process: weight of server-entry matches (servers.jsonl) as evidence for a server's tools (0: off)")

@@ -74,15 +74,44 @@ func TestEvalCommand(t *testing.T) {
 	if _, code := run(t, bin, addr, "eval", fixture, "--addr", addr, "--no-reformulate"); code == 0 {
 		t.Error("eval --addr accepted --no-reformulate, which only an in-process run can honour")
 	}
+	// A folder with examples.jsonl: without and with them side by side, in
+	// process and against the server (whose cards carry them, then not).
+	withEx := filepath.Join("..", "..", "eval", "testdata", "examples")
+	for _, args := range [][]string{{}, {"--addr", addr}} {
+		got, code = run(t, bin, addr, append([]string{"eval", withEx, "--out", filepath.Join(dir, "ex.json"), "--misses", ""}, args...)...)
+		if code != 0 || !strings.Contains(got, "Without → with search examples") || !strings.Contains(got, "| query | hybrid | 0.") ||
+			!strings.Contains(got, "examples.jsonl (3 tools, 6 phrases)") {
+			t.Errorf("eval %v of a folder with examples (exit %d):\n%s", args, code, got)
+		}
+		var exRep struct {
+			Examples        string `json:"examples"`
+			WithoutExamples *struct {
+				Examples string `json:"examples"`
+			} `json:"without_examples"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "ex.json")); err != nil || json.Unmarshal(b, &exRep) != nil || exRep.Examples == "" ||
+			exRep.WithoutExamples == nil || exRep.WithoutExamples.Examples != "" {
+			t.Errorf("eval %v report: %v %s", args, err, b)
+		}
+	}
+	// The server's cards keep the examples of the last run; --examples none
+	// runs without them (and clears them).
+	if got, code = run(t, bin, addr, "eval", withEx, "--addr", addr, "--examples", "none", "--out", "", "--misses", ""); code != 0 || strings.Contains(got, "search examples") {
+		t.Errorf("eval --examples none (exit %d):\n%s", code, got)
+	}
+	if got, code = run(t, bin, addr, "cards", "get", "stocks/get_quote", "--tenant", "eval-examples"); code != 0 || strings.Contains(got, "search_examples") {
+		t.Errorf("examples left on the server after --examples none (exit %d):\n%s", code, got)
+	}
 	if _, code := run(t, bin, addr, "eval", filepath.Join(dir, "nope")); code == 0 {
 		t.Error("eval of a missing folder succeeded")
 	}
 }
 
 // TestEvalAddrLeavesTheLogsAlone: `cardex eval --addr` with LiveMCPBench
-// (147 discoveries) against a server with default limits finishes and
-// leaves the server's discovery and feedback logs as they were; the audit
-// trail holds one evaluation entry per discovery.
+// (147 discoveries without its examples.jsonl, 147 with them) against a
+// server with default limits finishes and leaves the server's discovery
+// and feedback logs as they were; the audit trail holds one evaluation
+// entry per discovery.
 func TestEvalAddrLeavesTheLogsAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -117,7 +146,7 @@ func TestEvalAddrLeavesTheLogsAlone(t *testing.T) {
 		t.Error("eval --addr wrote into the server's discovery or feedback log")
 	}
 	n := strings.Count(read("audit-trail.jsonl"), `"type":"evaluation"`)
-	if n != 147 {
-		t.Errorf("%d evaluation entries in the audit trail, want 147 (49 queries, 3 conditions)", n)
+	if n != 2*147 {
+		t.Errorf("%d evaluation entries in the audit trail, want 294 (49 queries, 3 conditions, without and with search examples)", n)
 	}
 }
