@@ -100,10 +100,15 @@ type object struct {
 
 type podSpec struct {
 	Containers []struct {
-		Name           string   `yaml:"name"`
-		Args           []string `yaml:"args"`
-		ReadinessProbe *probe   `yaml:"readinessProbe"`
-		LivenessProbe  *probe   `yaml:"livenessProbe"`
+		Name string   `yaml:"name"`
+		Args []string `yaml:"args"`
+		Env  []struct {
+			Name      string `yaml:"name"`
+			Value     string `yaml:"value"`
+			ValueFrom any    `yaml:"valueFrom"`
+		} `yaml:"env"`
+		ReadinessProbe *probe `yaml:"readinessProbe"`
+		LivenessProbe  *probe `yaml:"livenessProbe"`
 		Resources      struct {
 			Requests map[string]string `yaml:"requests"`
 		} `yaml:"resources"`
@@ -138,8 +143,9 @@ func render(t *testing.T, h, values string) []object {
 	return objs
 }
 
-// serveFlags are the flags `cardex serve --help` lists.
-func serveFlags(t *testing.T) []string {
+// serveHelp is what `cardex serve --help` prints, from a binary built
+// from this tree.
+func serveHelp(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cardex")
 	if out, err := run(t, "go", "build", "-o", bin, "../cmd/cardex"); err != nil {
@@ -149,8 +155,13 @@ func serveFlags(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+// flagNames are the flags a help text lists.
+func flagNames(help string) []string {
 	var flags []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(out, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(help, -1) {
 		flags = append(flags, m[1])
 	}
 	return flags
@@ -158,7 +169,7 @@ func serveFlags(t *testing.T) []string {
 
 func TestChartRendersEachShape(t *testing.T) {
 	h := helm(t)
-	flags := serveFlags(t)
+	flags := flagNames(serveHelp(t))
 	for _, vf := range valueFiles(t) {
 		t.Run(filepath.Base(vf), func(t *testing.T) {
 			objs := render(t, h, vf)
