@@ -304,6 +304,10 @@ func TestHTTPJSON(t *testing.T) {
 	expectError(t, "unknown format", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":"x","format":"claude"}`), 400, "invalid_argument", "format")
 	expectError(t, "tool search without call id", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":"x","format":"openai_tool_search"}`), 400, "invalid_argument", "call_id")
 	expectError(t, "unknown tool", call("/cardex.v1.DiscoveryService/DescribeTool", jsonDiscoverToken, `{"name":"purge_notes"}`), 404, "not_found", "")
+	// A field the request message does not have is refused, named, rather
+	// than dropped (here a misspelt top_k, which would silently be 5).
+	expectError(t, "unknown field", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":"x","topk":3}`), 400, "invalid_argument", `unknown field "topk"`)
+	expectError(t, "unknown nested field", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":"x","alwaysLoad":[{"server":"notes","tool":"list_notes"}]}`), 400, "invalid_argument", `unknown field "tool"`)
 	expectError(t, "not JSON", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":`), 400, "invalid_argument", "")
 	expectError(t, "no agent token", call("/cardex.v1.ExecutionService/ListTools", "", `{}`), 401, "unauthenticated", "")
 	expectError(t, "stale version", call("/cardex.v1.CatalogService/DeleteCard", jsonAdminToken,
@@ -396,6 +400,11 @@ func TestHTTPJSONLimits(t *testing.T) {
 	expectError(t, "over the rate limit", last, 429, "resource_exhausted", "")
 	if !strings.Contains(string(last.raw), "google.rpc.RetryInfo") {
 		t.Errorf("429 without the retry delay: %s", last.raw)
+	}
+	// Retry-After: the seconds until the bucket (discovery: 1 a second)
+	// holds a token again, rounded up.
+	if got := last.header.Values("Retry-After"); len(got) != 1 || got[0] != "1" {
+		t.Errorf("429 with Retry-After %q, want [1]", got)
 	}
 
 	// The server-side deadline (--rpc-timeout) bounds an HTTP/JSON call too.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 )
@@ -56,7 +55,7 @@ func (l *Limiter) HTTP(who Who, callTool string, next http.Handler) http.Handler
 }
 
 func tooMany(w http.ResponseWriter, d *Denial) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(math.Max(1, math.Ceil(d.RetryAfter.Seconds())))))
+	w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfterSeconds()))
 	http.Error(w, d.Error(), http.StatusTooManyRequests)
 }
 

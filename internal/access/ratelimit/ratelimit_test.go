@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -111,5 +112,35 @@ func TestCredentialBucket(t *testing.T) {
 	}
 	if d := l.AllowFor(Call, "other", "caller-y", "tenant-y"); d != nil {
 		t.Fatalf("another credential: %v", d)
+	}
+}
+
+// TestRetryAfterSeconds: a refusal says, in whole seconds rounded up and at
+// least 1, when the bucket that refused holds a token again (an HTTP
+// Retry-After value, and the gRPC retry-after header).
+func TestRetryAfterSeconds(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := New(Config{CallRate: 0.1, TenantRate: 100})
+	l.now = func() time.Time { return now }
+	if d := l.Allow(Call, "alice", "acme"); d != nil {
+		t.Fatal(d)
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		want  int
+	}{{0, 10}, {500 * time.Millisecond, 10}, {9 * time.Second, 1}, {9900 * time.Millisecond, 1}} {
+		now = time.Unix(1000, 0).Add(tc.after)
+		d := l.Allow(Call, "alice", "acme")
+		if d == nil || d.RetryAfterSeconds() != tc.want {
+			t.Errorf("%v after the first call: %+v, want a refusal with Retry-After %d", tc.after, d, tc.want)
+		}
+		if d != nil {
+			if md := d.Metadata(); len(md.Get(RetryAfterMetadata)) != 1 || md.Get(RetryAfterMetadata)[0] != strconv.Itoa(tc.want) {
+				t.Errorf("%v: metadata %v", tc.after, md)
+			}
+		}
+	}
+	if got := (&Denial{RetryAfter: time.Millisecond}).RetryAfterSeconds(); got != 1 {
+		t.Errorf("1ms: %d, want at least 1", got)
 	}
 }

@@ -1,11 +1,13 @@
 package ratelimit
 
 import (
+	"math"
 	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -17,6 +19,22 @@ const (
 	ErrorReason = "RATE_LIMITED"
 	ErrorDomain = "cardex"
 )
+
+// RetryAfterMetadata is the gRPC header of a refusal that holds its
+// RetryAfterSeconds; the HTTP/JSON API passes it on as the HTTP Retry-After
+// header, as the MCP endpoint's 429 has it.
+const RetryAfterMetadata = "retry-after"
+
+// RetryAfterSeconds is the time until the bucket that refused holds a token
+// again, in whole seconds rounded up, at least 1: a Retry-After value.
+func (d *Denial) RetryAfterSeconds() int {
+	return int(math.Max(1, math.Ceil(d.RetryAfter.Seconds())))
+}
+
+// Metadata is the gRPC header of a refusal (RetryAfterMetadata).
+func (d *Denial) Metadata() metadata.MD {
+	return metadata.Pairs(RetryAfterMetadata, strconv.Itoa(d.RetryAfterSeconds()))
+}
 
 // Status is the gRPC answer to a refused call: ResourceExhausted with the
 // delay to wait (google.rpc.RetryInfo) and the limit that refused

@@ -88,12 +88,15 @@ func connectUnary(h http.Handler) http.Handler {
 
 // jsonCodec is proto3 JSON as the Connect protocol's Go implementation
 // writes it: fields at their zero value are left out (so no field is ever
-// null, as the OpenAPI document says), unknown fields are ignored (a newer
-// client may talk to an older server).
+// null, as the OpenAPI document says). A request field the message does not
+// have is refused, naming it (protojson's own check): a misspelt field
+// ("topk") would otherwise be dropped silently and the request answered
+// with the default, and a client newer than the server learns which field
+// this server does not know instead of getting an answer that ignored it.
 func jsonCodec(res vanguard.TypeResolver) vanguard.Codec {
 	return requestJSON{&vanguard.JSONCodec{
 		MarshalOptions:   protojson.MarshalOptions{Resolver: res},
-		UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res, DiscardUnknown: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},
 	}}
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -228,10 +229,17 @@ func TestFindingRateLimits(t *testing.T) {
 	if err := authorize(alice); err != nil {
 		t.Fatal(err)
 	}
-	st := wantCode(t, authorize(alice), codes.ResourceExhausted, "rate limit of the caller", "call: 1 per second", "retry after")
+	// The retry delay is in the status (RetryInfo) and, in whole seconds, in
+	// the retry-after header (the HTTP/JSON API's Retry-After).
+	var header metadata.MD
+	_, err := e.disc.AuthorizeCall(rpcCtx(t), &pb.AuthorizeCallRequest{Caller: alice, Server: "orders", Name: "get_order", ArgumentsJson: `{"order_id":"ORD-1"}`}, grpc.Header(&header))
+	st := wantCode(t, err, codes.ResourceExhausted, "rate limit of the caller", "call: 1 per second", "retry after")
 	retry := retryDelay(t, st)
 	if retry <= 0 || retry > time.Second {
 		t.Errorf("retry delay %v, want within (0, 1s]", retry)
+	}
+	if got := header.Get("retry-after"); len(got) != 1 || got[0] != "1" {
+		t.Errorf("retry-after header %q, want [1]", got)
 	}
 	// Discovery: twice the call rate, its own bucket.
 	for i := range 2 {

@@ -201,6 +201,8 @@ func (g *guard) limited(ctx context.Context, method, principal, credential, key,
 func (g *guard) exhausted(ctx context.Context, method, principal, tenant string, d *ratelimit.Denial) error {
 	g.record(ctx, audittrail.Entry{Type: audittrail.TypeRateLimit, Method: method, Principal: principal, Tenant: tenant,
 		Outcome: "refused", Detail: d.Scope + " " + d.Class.String()})
+	// The delay in whole seconds as a header too: Retry-After over HTTP/JSON.
+	_ = grpc.SetHeader(ctx, d.Metadata())
 	return d.Status().Err()
 }
 
