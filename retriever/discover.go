@@ -124,6 +124,15 @@ type Result struct {
 	Timings Timings
 }
 
+// Cards are the shortlist's cards, in order.
+func (r Result) Cards() []cards.Card {
+	cs := make([]cards.Card, len(r.Tools))
+	for i, t := range r.Tools {
+		cs[i] = t.Card
+	}
+	return cs
+}
+
 // Timings are the durations of a discovery's legs.
 type Timings struct {
 	Embed     time.Duration // the query texts' embeddings

@@ -415,9 +415,10 @@ func TestHTTPJSONLimits(t *testing.T) {
 }
 
 // TestSameShortlistEverySurface: for the same caller, query and intents,
-// DiscoverTools over gRPC, DiscoverTools over HTTP/JSON and MCP search_tools
-// with a format answer the same shortlist, with the same definitions and the
-// same answer for the provider, in every format.
+// DiscoverTools over gRPC, DiscoverTools over HTTP/JSON, MCP search_tools and
+// ExecutionService.SearchTools (gRPC and HTTP/JSON) with a format answer the
+// same shortlist, with the same definitions and the same answer for the
+// provider, in every format.
 func TestSameShortlistEverySurface(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -435,6 +436,8 @@ func TestSameShortlistEverySurface(t *testing.T) {
 	defer conn.Close()
 	disc := pb.NewDiscoveryServiceClient(conn)
 	gctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+jsonDiscoverToken)
+	exec := pb.NewExecutionServiceClient(conn)
+	actx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+jsonAgentToken)
 
 	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + h + "/mcp", MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: bearerTransport{jsonAgentToken}}}
@@ -520,6 +523,36 @@ func TestSameShortlistEverySurface(t *testing.T) {
 				overMCP.Names = append(overMCP.Names, d.(map[string]any)["name"].(string))
 			}
 
+			// ExecutionService.SearchTools, as the agent, over gRPC and
+			// HTTP/JSON.
+			es, err := exec.SearchTools(actx, &pb.ExecutionServiceSearchToolsRequest{Query: q.query, Intents: q.intents, Limit: 4, Format: f, CallId: callID})
+			if err != nil {
+				t.Fatalf("%s: ExecutionService over gRPC: %v", what, err)
+			}
+			overExec := shortlist{Result: decode(es.GetProviderJson())}
+			for _, d := range es.GetDefinitionsJson() {
+				def := decode(d)
+				overExec.Names = append(overExec.Names, def.(map[string]any)["name"].(string))
+				overExec.Definitions = append(overExec.Definitions, def)
+			}
+			body, _ = json.Marshal(map[string]any{"query": q.query, "intents": q.intents, "limit": 4, "format": f, "callId": callID})
+			ec := post(t, nil, h, "/cardex.v1.ExecutionService/SearchTools", jsonAgentToken, string(body))
+			if ec.status != 200 {
+				t.Fatalf("%s: ExecutionService over HTTP/JSON: %d %s", what, ec.status, ec.raw)
+			}
+			overExecHTTP := shortlist{Result: decode(ec.body["providerJson"].(string))}
+			for _, d := range ec.body["definitionsJson"].([]any) {
+				def := decode(d.(string))
+				overExecHTTP.Names = append(overExecHTTP.Names, def.(map[string]any)["name"].(string))
+				overExecHTTP.Definitions = append(overExecHTTP.Definitions, def)
+			}
+
+			if !reflect.DeepEqual(overGRPC, overExec) {
+				t.Errorf("%s: DiscoverTools and ExecutionService.SearchTools differ:\n%v\n%v", what, overGRPC, overExec)
+			}
+			if !reflect.DeepEqual(overGRPC, overExecHTTP) {
+				t.Errorf("%s: DiscoverTools and ExecutionService.SearchTools over HTTP/JSON differ:\n%v\n%v", what, overGRPC, overExecHTTP)
+			}
 			if !reflect.DeepEqual(overGRPC, overHTTP) {
 				t.Errorf("%s: gRPC and HTTP/JSON differ:\n%v\n%v", what, overGRPC, overHTTP)
 			}

@@ -98,6 +98,29 @@ func CheckCallID(f Format, field, id string) error {
 	return nil
 }
 
+// ParseRequest reads a request's format and call id (fields "format" and
+// "call_id"), as every surface takes them: Parse, then CheckCallID.
+func ParseRequest(format, callID string) (Format, error) {
+	f, err := Parse("format", format)
+	if err == nil {
+		err = CheckCallID(f, "call_id", callID)
+	}
+	return f, err
+}
+
+// Shape is a shortlist in format f: each tool's Definition, in order, and
+// the Answer to hand the provider (both nil for None).
+func Shape(f Format, cs []cards.Card, callID string) (defs []json.RawMessage, answer json.RawMessage) {
+	if f == None {
+		return nil, nil
+	}
+	defs = make([]json.RawMessage, len(cs))
+	for i := range cs {
+		defs[i] = Definition(f, &cs[i])
+	}
+	return defs, Answer(f, cs, defs, callID)
+}
+
 // Definition is a card's tool definition in format f (nil for None).
 func Definition(f Format, c *cards.Card) json.RawMessage {
 	name := toolname.Provider(c.Server, c.Name)

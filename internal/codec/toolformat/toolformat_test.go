@@ -151,3 +151,41 @@ func TestParseAndCallID(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeAndParseRequest: Shape is each tool's Definition and their
+// Answer, nothing for None; ParseRequest is Parse then CheckCallID.
+func TestShapeAndParseRequest(t *testing.T) {
+	cs := []cards.Card{
+		{Server: "orders", Name: "track_shipment", Summary: "Track a parcel", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		{Server: "support", Name: "search", Summary: "Search tickets", InputSchema: json.RawMessage(`{"type":"object"}`)},
+	}
+	if defs, ans := Shape(None, cs, ""); defs != nil || ans != nil {
+		t.Errorf("None: %s %s", defs, ans)
+	}
+	for _, f := range Formats {
+		defs, ans := Shape(f, cs, "call_1")
+		if len(defs) != 2 || string(defs[1]) != string(Definition(f, &cs[1])) || string(ans) != string(Answer(f, cs, defs, "call_1")) {
+			t.Errorf("%s: %s %s", f, defs, ans)
+		}
+		if defs, ans := Shape(f, nil, "call_1"); defs == nil || string(ans) == "" {
+			t.Errorf("%s of nothing: %v %s; want an empty list and an answer", f, defs, ans)
+		}
+	}
+	for _, tc := range []struct {
+		format, callID string
+		want           Format
+		err            string
+	}{
+		{"", "", None, ""},
+		{"openai_functions", "", OpenAIFunctions, ""},
+		{"openai_tool_search", "call_1", OpenAIToolSearch, ""},
+		{"gemini", "", None, "format: "},
+		{"anthropic_tool_reference", "", None, "call_id: is required"},
+		{"", "call_1", None, "call_id: is only used"},
+	} {
+		f, err := ParseRequest(tc.format, tc.callID)
+		if tc.err == "" && (err != nil || f != tc.want) || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("ParseRequest(%q, %q) = %q, %v; want %q, %q", tc.format, tc.callID, f, err, tc.want, tc.err)
+		}
+	}
+}

@@ -117,6 +117,12 @@ func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query s
 	if err != nil {
 		return nil, false, err
 	}
+	return Summaries(res), res.Abstained, nil
+}
+
+// Summaries are a shortlist's tools as a ranked search lists them (summary
+// cut to MaxSummaryLen, with confidence, intents and companion).
+func Summaries(res retriever.Result) []ToolSummary {
 	out := make([]ToolSummary, 0, len(res.Tools))
 	for _, t := range res.Tools {
 		s := ToolSummary{Name: t.Card.Name, Server: t.Card.Server, Summary: cutRunes(t.Card.Summary, MaxSummaryLen),
@@ -126,7 +132,7 @@ func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query s
 		}
 		out = append(out, s)
 	}
-	return out, res.Abstained, nil
+	return out
 }
 
 // Discover is the shortlist behind SearchIntents, with the cards: the same

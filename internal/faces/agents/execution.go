@@ -14,6 +14,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/access/tokens"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/toolformat"
 	"github.com/seed0cff8200/cardex/internal/execution/gateway"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/faces/mcpfront"
@@ -73,14 +74,25 @@ func (s *execution) SearchTools(ctx context.Context, req *pb.ExecutionServiceSea
 	if err != nil {
 		return nil, err
 	}
+	format, err := toolformat.ParseRequest(req.GetFormat(), req.GetCallId())
+	if err != nil {
+		return nil, s.status("SearchTools", err)
+	}
 	out := &pb.ExecutionServiceSearchToolsResponse{}
-	if len(req.GetIntents()) > 0 {
-		rows, abstained, err := s.gw.SearchIntents(ctx, c, req.GetQuery(), req.GetIntents(), int(req.GetLimit()), req.GetNoCompanions())
+	if len(req.GetIntents()) > 0 || format != toolformat.None {
+		// Ranked as DiscoverTools ranks, and shaped for the provider when
+		// asked (as search_tools with a format answers over MCP).
+		res, err := s.gw.Discover(ctx, c, req.GetQuery(), req.GetIntents(), int(req.GetLimit()), req.GetNoCompanions())
 		if err != nil {
 			return nil, s.status("SearchTools", err)
 		}
-		out.Abstained = abstained
-		for _, r := range rows {
+		out.Abstained = res.Abstained
+		defs, answer := toolformat.Shape(format, res.Cards(), req.GetCallId())
+		for _, d := range defs {
+			out.DefinitionsJson = append(out.DefinitionsJson, string(d))
+		}
+		out.ProviderJson = string(answer)
+		for _, r := range gateway.Summaries(res) {
 			out.Tools = append(out.Tools, &pb.ToolSummary{Server: r.Server, Name: r.Name, Summary: r.Summary})
 			m := &pb.SearchMatch{Confidence: r.Confidence}
 			if w := r.CompanionOf; w != nil {

@@ -352,10 +352,7 @@ type Shaped struct {
 
 // shaped answers search_tools with a format.
 func (f *front) shaped(ctx context.Context, c retriever.Caller, a searchArgs) (*mcp.CallToolResult, error) {
-	format, err := toolformat.Parse("format", a.Format)
-	if err == nil {
-		err = toolformat.CheckCallID(format, "call_id", a.CallID)
-	}
+	format, err := toolformat.ParseRequest(a.Format, a.CallID)
 	if err == nil && a.Cursor != "" {
 		err = cards.Invalid("cursor", "pages a search without format; a search with a format answers in one page (raise limit)")
 	}
@@ -366,13 +363,8 @@ func (f *front) shaped(ctx context.Context, c retriever.Caller, a searchArgs) (*
 	if err != nil {
 		return f.errorResult(gateway.SearchTools, err)
 	}
-	out := Shaped{Format: string(format), Definitions: []json.RawMessage{}, Abstained: res.Abstained}
-	shortlist := make([]cards.Card, len(res.Tools))
-	for i, t := range res.Tools {
-		shortlist[i] = t.Card
-		out.Definitions = append(out.Definitions, toolformat.Definition(format, &t.Card))
-	}
-	out.Result = toolformat.Answer(format, shortlist, out.Definitions, a.CallID)
+	out := Shaped{Format: string(format), Abstained: res.Abstained}
+	out.Definitions, out.Result = toolformat.Shape(format, res.Cards(), a.CallID)
 	return jsonResult(out)
 }
 

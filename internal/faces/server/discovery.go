@@ -43,10 +43,7 @@ type discovery struct {
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
 	start := time.Now()
 	caller := apiconv.CallerFromProto(req.GetCaller())
-	format, err := toolformat.Parse("format", req.GetFormat())
-	if err == nil {
-		err = toolformat.CheckCallID(format, "call_id", req.GetCallId())
-	}
+	format, err := toolformat.ParseRequest(req.GetFormat(), req.GetCallId())
 	if err != nil {
 		return nil, toStatus(s.log, "DiscoverTools", err)
 	}
@@ -104,12 +101,11 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	logged := make([]discoverylog.Returned, 0, len(res.Tools))
 	remembered := make([]feedback.Tool, 0, len(res.Tools))
 	var intentsOf map[feedback.Tool][]string
-	var shaped []cards.Card
-	var defs []json.RawMessage
-	for _, t := range res.Tools {
-		def := toolformat.Definition(format, &t.Card)
-		if format != toolformat.None {
-			shaped, defs = append(shaped, t.Card), append(defs, def)
+	defs, answer := toolformat.Shape(format, res.Cards(), req.GetCallId())
+	for i, t := range res.Tools {
+		var def json.RawMessage
+		if defs != nil {
+			def = defs[i]
 		}
 		out.Tools = append(out.Tools, &pb.DiscoveredTool{
 			ProviderName:   toolname.Provider(t.Card.Server, t.Card.Name),
@@ -142,7 +138,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			intentsOf[ft] = append(intentsOf[ft], r.Intents[i])
 		}
 	}
-	out.ProviderJson = string(toolformat.Answer(format, shaped, defs, req.GetCallId()))
+	out.ProviderJson = string(answer)
 	if req.GetEvaluation() {
 		// An evaluation's discovery (the guard checked who may ask for
 		// that): kept out of the logs and metrics, recorded in the trail.

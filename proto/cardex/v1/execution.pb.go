@@ -33,7 +33,18 @@ type ExecutionServiceSearchToolsRequest struct {
 	Intents []string `protobuf:"bytes,3,rep,name=intents,proto3" json:"intents,omitempty"`
 	// With intents: leave out the companions (tools past sessions used with
 	// the confident matches; see DiscoverToolsRequest.no_companions).
-	NoCompanions  bool `protobuf:"varint,30,opt,name=no_companions,json=noCompanions,proto3" json:"no_companions,omitempty"`
+	NoCompanions bool `protobuf:"varint,30,opt,name=no_companions,json=noCompanions,proto3" json:"no_companions,omitempty"`
+	// Shape the answer for a model provider, as DiscoverToolsRequest.format
+	// and search_tools' format do: "anthropic_tool_reference",
+	// "anthropic_tools", "openai_tool_search" or "openai_functions" (see
+	// docs/INTEGRATIONS.md). The search is then ranked as DiscoverTools ranks
+	// it (the query or intents are required), and the answer carries
+	// definitions_json and provider_json. Empty: none.
+	Format string `protobuf:"bytes,40,opt,name=format,proto3" json:"format,omitempty"`
+	// With a tool-search format: the id of the model's search call that this
+	// search answers (see DiscoverToolsRequest.call_id). Required there,
+	// refused with the other formats.
+	CallId        string `protobuf:"bytes,41,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +107,20 @@ func (x *ExecutionServiceSearchToolsRequest) GetNoCompanions() bool {
 	return false
 }
 
+func (x *ExecutionServiceSearchToolsRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *ExecutionServiceSearchToolsRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 type ExecutionServiceSearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Summaries are cut to 500 code points.
@@ -104,7 +129,14 @@ type ExecutionServiceSearchToolsResponse struct {
 	// the intents it answers.
 	Matches []*SearchMatch `protobuf:"bytes,2,rep,name=matches,proto3" json:"matches,omitempty"`
 	// Nothing matched well enough: rephrase.
-	Abstained     bool `protobuf:"varint,3,opt,name=abstained,proto3" json:"abstained,omitempty"`
+	Abstained bool `protobuf:"varint,3,opt,name=abstained,proto3" json:"abstained,omitempty"`
+	// With a format: each tool's definition in that format, as JSON, in the
+	// order of tools (named by its provider name; see
+	// DiscoveredTool.definition_json).
+	DefinitionsJson []string `protobuf:"bytes,40,rep,name=definitions_json,json=definitionsJson,proto3" json:"definitions_json,omitempty"`
+	// With a format: the answer to hand the provider, as JSON (see
+	// DiscoverToolsResponse.provider_json).
+	ProviderJson  string `protobuf:"bytes,41,opt,name=provider_json,json=providerJson,proto3" json:"provider_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +190,20 @@ func (x *ExecutionServiceSearchToolsResponse) GetAbstained() bool {
 		return x.Abstained
 	}
 	return false
+}
+
+func (x *ExecutionServiceSearchToolsResponse) GetDefinitionsJson() []string {
+	if x != nil {
+		return x.DefinitionsJson
+	}
+	return nil
+}
+
+func (x *ExecutionServiceSearchToolsResponse) GetProviderJson() string {
+	if x != nil {
+		return x.ProviderJson
+	}
+	return ""
 }
 
 // How a searched tool matched.
@@ -748,16 +794,20 @@ var File_cardex_v1_execution_proto protoreflect.FileDescriptor
 
 const file_cardex_v1_execution_proto_rawDesc = "" +
 	"\n" +
-	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"\x8f\x01\n" +
+	"\x19cardex/v1/execution.proto\x12\tcardex.v1\x1a\x14cardex/v1/card.proto\x1a\x19cardex/v1/discovery.proto\"\xc0\x01\n" +
 	"\"ExecutionServiceSearchToolsRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
 	"\aintents\x18\x03 \x03(\tR\aintents\x12#\n" +
-	"\rno_companions\x18\x1e \x01(\bR\fnoCompanions\"\xa3\x01\n" +
+	"\rno_companions\x18\x1e \x01(\bR\fnoCompanions\x12\x16\n" +
+	"\x06format\x18( \x01(\tR\x06format\x12\x17\n" +
+	"\acall_id\x18) \x01(\tR\x06callId\"\xf3\x01\n" +
 	"#ExecutionServiceSearchToolsResponse\x12,\n" +
 	"\x05tools\x18\x01 \x03(\v2\x16.cardex.v1.ToolSummaryR\x05tools\x120\n" +
 	"\amatches\x18\x02 \x03(\v2\x16.cardex.v1.SearchMatchR\amatches\x12\x1c\n" +
-	"\tabstained\x18\x03 \x01(\bR\tabstained\"~\n" +
+	"\tabstained\x18\x03 \x01(\bR\tabstained\x12)\n" +
+	"\x10definitions_json\x18( \x03(\tR\x0fdefinitionsJson\x12#\n" +
+	"\rprovider_json\x18) \x01(\tR\fproviderJson\"~\n" +
 	"\vSearchMatch\x12\x1e\n" +
 	"\n" +
 	"confidence\x18\x01 \x01(\x01R\n" +
