@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -560,5 +562,64 @@ func TestSameShortlistEverySurface(t *testing.T) {
 				t.Errorf("%s: gRPC and MCP differ:\n%v\n%v", what, overGRPC, overMCP)
 			}
 		}
+	}
+}
+
+// openAPIValidate validates an OpenAPI document (a file) with
+// @apidevtools/swagger-parser, an established validator: the Swagger 2.0
+// JSON Schema, then its semantic checks (unique operation ids, path
+// parameters, $refs that resolve...).
+const openAPIValidate = `
+const SwaggerParser = require("@apidevtools/swagger-parser");
+SwaggerParser.validate(process.argv[1]).then(
+  api => console.log("valid: " + api.info.title + ", " + Object.keys(api.paths).length + " paths"),
+  err => { console.error("invalid: " + err.message); process.exit(1); });
+`
+
+// TestOpenAPIValidates: the document the server serves at /openapi.json
+// passes @apidevtools/swagger-parser's validation, with one path per RPC;
+// a document with a fault does not (the check can fail).
+func TestOpenAPIValidates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary and node")
+	}
+	needTool(t, "node", have("node"))
+	_, err := os.Stat(filepath.Join(repoRoot, "node_modules", "@apidevtools", "swagger-parser", "package.json"))
+	needTool(t, "the npm packages (npm ci)", err == nil)
+	bin := buildBinary(t)
+	_, h := jsonServer(t, bin)
+	resp, err := http.Get("http://" + h + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /openapi.json: %d %v", resp.StatusCode, err)
+	}
+	validate := func(doc []byte) (string, error) {
+		f := filepath.Join(t.TempDir(), "openapi.json")
+		if err := os.WriteFile(f, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("node", "-e", openAPIValidate, f)
+		cmd.Dir = repoRoot
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	out, err := validate(served)
+	if err != nil {
+		t.Fatalf("/openapi.json does not validate: %s", out)
+	}
+	if want := fmt.Sprintf("%d paths", len(calledPaths)); !strings.HasSuffix(out, want) {
+		t.Errorf("validator says %q; want %s (one per RPC)", out, want)
+	}
+	// The same document with a $ref to a definition it does not have.
+	broken := bytes.Replace(served, []byte(`"#/definitions/v1DiscoverToolsResponse"`), []byte(`"#/definitions/v1NoSuchMessage"`), 1)
+	if bytes.Equal(broken, served) {
+		t.Fatal("the document has no v1DiscoverToolsResponse reference to break")
+	}
+	if out, err := validate(broken); err == nil {
+		t.Errorf("a document with a dangling $ref validates: %s", out)
 	}
 }
