@@ -144,3 +144,83 @@ func TestImportSavedToolsList(t *testing.T) {
 		t.Errorf("the card: exit %d\n%s", code, out)
 	}
 }
+
+// TestImportFromFileIsClosedUntilScoped runs the README's catalogue command
+// as printed (no --scopes) and checks that it leaves nothing a caller can
+// find, describe or authorize unless it holds the new scopes: every card
+// requires its server's default scope (SERVER:read, SERVER:write or
+// SERVER:admin by its annotations), the import says so, a caller holding
+// other scopes has no candidate and its AuthorizeCall is "unknown tool",
+// SERVER:* opens that server's cards and no other's, and * all 527.
+func TestImportFromFileIsClosedUntilScoped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := sharedEval(t, "livemcpbench")
+	bin := buildBinary(t)
+	addr, _ := startServer(t, bin, t.TempDir())
+	readme := []string{"import", "mcp", "--from-file", filepath.Join(dir, "tools.jsonl"), "--servers", filepath.Join(dir, "servers.jsonl"), "--tenant", "demo"}
+	out, stderr, code := runErr(t, bin, addr, append(readme, "-o", "json")...)
+	var r struct {
+		importReport
+		Scoping struct {
+			Defaulted map[string]int `json:"defaulted"`
+			Open      []string       `json:"open"`
+		} `json:"scoping"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("import: exit %d\n%s\n%s", code, out, stderr)
+	}
+	defaulted := 0
+	for scope, n := range r.Scoping.Defaulted {
+		if server, _, ok := strings.Cut(scope, ":"); !ok || !strings.HasSuffix(scope, ":read") && !strings.HasSuffix(scope, ":write") && !strings.HasSuffix(scope, ":admin") || server == "" {
+			t.Errorf("default scope %q is not SERVER:read|write|admin", scope)
+		}
+		defaulted += n
+	}
+	if r.Counts["created"] != 527 || defaulted != 527 || len(r.Scoping.Open) != 0 || !strings.Contains(stderr, "No caller can use them until it holds the scope") {
+		t.Fatalf("import: %v created, %d defaulted, open %v\n%s", r.Counts, defaulted, r.Scoping.Open, stderr)
+	}
+	perServer := map[string]int{}
+	for _, s := range r.Servers {
+		perServer[s.Server] = s.Counts["created"]
+	}
+
+	candidates := func(scopes string) int {
+		t.Helper()
+		out, stderr, code := runErr(t, bin, addr, "discover", "open a spreadsheet and read a sheet", "--tenant", "demo", "--scopes", scopes, "-o", "json")
+		var d discoverRead
+		if code != 0 || json.Unmarshal([]byte(out), &d) != nil {
+			t.Fatalf("discover as %s: exit %d\n%s", scopes, code, stderr)
+		}
+		return d.CandidateCount
+	}
+	for _, scopes := range []string{"files:read", "demo:use", "other:*", "excel"} {
+		if n := candidates(scopes); n != 0 {
+			t.Errorf("a caller holding %s has %d candidates; want none", scopes, n)
+		}
+	}
+	for _, server := range []string{"excel", "filesystem", "playwright"} {
+		if n := candidates(server + ":*"); n != perServer[server] || n == 0 {
+			t.Errorf("%s:* opens %d cards; the server has %d", server, n, perServer[server])
+		}
+	}
+	if n := candidates("*"); n != 527 {
+		t.Errorf("* has %d candidates; want 527", n)
+	}
+	authorize := func(scopes string) string {
+		out, _, _ := runErr(t, bin, addr, "authorize", "excel_read_sheet", "--server", "excel", "--args", "{}", "--tenant", "demo", "--scopes", scopes, "-o", "json")
+		var a struct{ Decision string }
+		if err := json.Unmarshal([]byte(out), &a); err != nil {
+			t.Fatalf("authorize as %s: %v\n%s", scopes, err, out)
+		}
+		return a.Decision
+	}
+	if d := authorize("files:read"); d != "DECISION_DENY_UNKNOWN_TOOL" {
+		t.Errorf("files:read authorizing excel/excel_read_sheet: %s; want DECISION_DENY_UNKNOWN_TOOL", d)
+	}
+	// With the scope the tool is known (and its arguments checked).
+	if d := authorize("excel:*"); d != "DECISION_DENY_INVALID_ARGUMENTS" {
+		t.Errorf("excel:* authorizing excel/excel_read_sheet with {}: %s; want DECISION_DENY_INVALID_ARGUMENTS", d)
+	}
+}
