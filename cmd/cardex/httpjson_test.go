@@ -315,6 +315,23 @@ func TestHTTPJSON(t *testing.T) {
 	expectError(t, "stale version", call("/cardex.v1.CatalogService/DeleteCard", jsonAdminToken,
 		`{"tenant":"acme","server":"notes","name":"purge_notes","expectedVersion":"9"}`), 409, "aborted", "")
 
+	// DNS rebinding: the loopback listener's Host policy (hostguard)
+	// covers the JSON API and its document like every HTTP surface.
+	for _, path := range []string{"/cardex.v1.CatalogService/ListCards", "/openapi.json"} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h+path, strings.NewReader(`{"tenant":"acme"}`))
+		req.Host = "rebind.example"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+jsonAdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s with Host rebind.example: %d, want 403", path, resp.StatusCode)
+		}
+	}
+
 	ok("DeleteCard", call("/cardex.v1.CatalogService/DeleteCard", jsonAdminToken, `{"tenant":"acme","server":"notes","name":"purge_notes"}`))
 	ok("DeleteServer", call("/cardex.v1.CatalogService/DeleteServer", jsonAdminToken, `{"tenant":"acme","name":"notes"}`))
 	if ss, _ := ok("ListServers", call("/cardex.v1.CatalogService/ListServers", jsonAdminToken, `{"tenant":"acme"}`))["servers"].([]any); len(ss) != 0 {
