@@ -290,6 +290,26 @@ func TestHTTPJSON(t *testing.T) {
 		t.Errorf("CallTool of a function card: %d %s", ct.status, ct.raw)
 	}
 
+	// The query operators over HTTP/JSON: select: answers exactly the named
+	// tools the caller may use (purge_notes needs notes:admin: absent, as
+	// a tool that does not exist), +word keeps the tools that hold it.
+	sel := ok("DiscoverTools select:", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken,
+		`{"query":"select:notes/list_notes,notes/purge_notes,notes/add.note"}`))
+	if got := toolNames(sel["tools"]); got != "list_notes add.note" {
+		t.Errorf("DiscoverTools select: %s", got)
+	}
+	if got := toolNames(ok("DiscoverTools +word", call("/cardex.v1.DiscoveryService/DiscoverTools", jsonDiscoverToken, `{"query":"+write notebook"}`))["tools"]); got != "add.note" {
+		t.Errorf("DiscoverTools +write: %s", got)
+	}
+	if got := toolNames(ok("ExecutionService.SearchTools select:", call("/cardex.v1.ExecutionService/SearchTools", jsonAgentToken,
+		`{"query":"select:notes/purge_notes,notes/add.note"}`))["tools"]); got != "add.note" {
+		t.Errorf("ExecutionService.SearchTools select: %s", got)
+	}
+	if got := toolNames(ok("ExecutionService.SearchTools +word", call("/cardex.v1.ExecutionService/SearchTools", jsonAgentToken,
+		`{"query":"+list notebook"}`))["tools"]); got != "list_notes" {
+		t.Errorf("ExecutionService.SearchTools +list: %s", got)
+	}
+
 	// Health: Check, and Watch as a Connect server stream.
 	if hc := ok("Health.Check", call("/grpc.health.v1.Health/Check", "", `{}`)); hc["status"] != "SERVING" {
 		t.Errorf("Health.Check: %v", hc)
@@ -344,6 +364,21 @@ func TestHTTPJSON(t *testing.T) {
 			t.Errorf("%s was not called", path)
 		}
 	}
+}
+
+// toolNames are the names of an answer's tools (DiscoverTools' cards or
+// SearchTools' summaries), space-separated, in order.
+func toolNames(tools any) string {
+	var names []string
+	list, _ := tools.([]any)
+	for _, x := range list {
+		m, _ := x.(map[string]any)
+		if card, ok := m["card"].(map[string]any); ok {
+			m = card
+		}
+		names = append(names, fmt.Sprint(m["name"]))
+	}
+	return strings.Join(names, " ")
 }
 
 // calledPaths are the paths TestHTTPJSON calls (kept in step with it).
