@@ -55,8 +55,14 @@ func (l *Limiter) HTTP(who Who, callTool string, next http.Handler) http.Handler
 }
 
 func tooMany(w http.ResponseWriter, d *Denial) {
-	w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfterSeconds()))
+	d.SetRetryAfter(w.Header())
 	http.Error(w, d.Error(), http.StatusTooManyRequests)
+}
+
+// SetRetryAfter sets the HTTP Retry-After header of a 429 answering d
+// (RetryAfterSeconds).
+func (d *Denial) SetRetryAfter(h http.Header) {
+	h.Set("Retry-After", strconv.Itoa(d.RetryAfterSeconds()))
 }
 
 type rpcMessage struct {

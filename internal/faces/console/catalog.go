@@ -376,7 +376,7 @@ func (c *Console) written(w http.ResponseWriter, r *http.Request, k cards.Key, d
 }
 
 func (c *Console) writeFailed(w http.ResponseWriter, r *http.Request, s *session, err error) {
-	st, msg := httpStatus(c.log, err)
+	st, msg := httpStatus(w, c.log, err)
 	if st == http.StatusNotFound {
 		c.fail(w, r, "Card", err)
 		return

@@ -248,7 +248,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 // fail renders an error page for err with the HTTP status that the gRPC
 // code of the same error maps to.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, title string, err error) {
-	st, msg := httpStatus(c.log, err)
+	st, msg := httpStatus(w, c.log, err)
 	c.render(w, r, st, "error", page{Title: title, Error: msg})
 }
 
@@ -256,11 +256,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, title string, err
 // and messages, as internal/faces/server maps them to gRPC codes: expected errors
 // keep their message (it names the field and the limit, or says "not
 // found" alike for what does not exist and what the caller may not see);
-// anything else is logged and answered as an internal error.
-func httpStatus(log *slog.Logger, err error) (int, string) {
+// anything else is logged and answered as an internal error. A refusal by
+// a rate or in-flight limit says when to retry (Retry-After, on w).
+func httpStatus(w http.ResponseWriter, log *slog.Logger, err error) (int, string) {
 	var d *ratelimit.Denial
 	switch {
 	case errors.As(err, &d):
+		d.SetRetryAfter(w.Header())
 		return http.StatusTooManyRequests, d.Error()
 	case errors.Is(err, cards.ErrInvalid):
 		return http.StatusBadRequest, err.Error()

@@ -79,7 +79,7 @@ func (c *Console) evalPage(w http.ResponseWriter, r *http.Request, s *session) {
 			err = d.load(b)
 		}
 		if err != nil {
-			st, msg := httpStatus(c.log, err)
+			st, msg := httpStatus(w, c.log, err)
 			p.Error = d.Selected + ": " + msg
 			c.render(w, r, st, "eval", p)
 			return
@@ -109,7 +109,7 @@ func (c *Console) evalUpload(w http.ResponseWriter, r *http.Request, s *session)
 		err = d.load(b)
 	}
 	if err != nil {
-		st, msg := httpStatus(c.log, err)
+		st, msg := httpStatus(w, c.log, err)
 		p.Error = msg
 		c.render(w, r, st, "eval", p)
 		return

@@ -178,7 +178,7 @@ func (c *Console) playground(w http.ResponseWriter, r *http.Request, s *session)
 		err = c.discover(r, s, req, &d)
 	}
 	if err != nil {
-		st, msg := httpStatus(c.log, err)
+		st, msg := httpStatus(w, c.log, err)
 		p.Error = msg
 		c.render(w, r, st, "playground", p)
 		return
