@@ -16,11 +16,16 @@ type candSet struct {
 	entries map[string]*entry // ID → entry; shared, read-only
 	tokens  int64             // definition tokens of the whole set
 	servers []string          // the servers of its cards, sorted
+	// member holds the set's entries by number (entry.no), as bits; nil
+	// when the set is every entry of the tenant.
+	member []uint64
 
 	lexOnce sync.Once
 	lex     *LexSet
 	vecOnce sync.Once
 	vec     *VecSet
+	srvOnce sync.Once
+	srv     *srvEntries
 }
 
 // maxCandSets bounds the cache: past it, the cache starts afresh.
@@ -71,6 +76,9 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 		out = map[string]*entry{}
 	}
 	cs.entries = out
+	if len(out) < len(all) {
+		cs.member = memberBits(out, len(r.entries))
+	}
 	servers := map[string]bool{}
 	for _, e := range out {
 		cs.tokens += int64(e.tokens)
@@ -89,6 +97,23 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 		slices.Sort(cs.filter.IDs)
 	}
 	return cs
+}
+
+// memberBits are the entries' numbers as a bitset of n bits.
+func memberBits(entries map[string]*entry, n int) []uint64 {
+	bits := make([]uint64, (n+63)/64)
+	for _, e := range entries {
+		bits[e.no/64] |= 1 << (e.no % 64)
+	}
+	return bits
+}
+
+// has says e is in the set.
+func (cs *candSet) has(e *entry) bool {
+	if cs.member == nil {
+		return e.card.Tenant == cs.filter.Tenant
+	}
+	return int(e.no/64) < len(cs.member) && cs.member[e.no/64]&(1<<(e.no%64)) != 0
 }
 
 // dropCandidates forgets every candidate set: the view changed. Call with

@@ -20,7 +20,11 @@ import (
 // entry is one active card held in memory, with what the pipeline derives
 // from it once.
 type entry struct {
-	id     string
+	id string
+	// no is the entry's integer key in the view (Retriever.entries), ≥ 1,
+	// which the in-memory legs' hits carry: the pipeline joins, collapses
+	// and merges by it, never by the ID.
+	no     uint32
 	card   cards.Card
 	tokens int
 	// learned are phrasings learned from use (see Learn), as the store
@@ -89,8 +93,12 @@ type Retriever struct {
 
 	syncMu sync.Mutex // one Sync at a time
 
-	mu       sync.RWMutex // guards everything below and index mutations
-	byID     map[string]*entry
+	mu   sync.RWMutex // guards everything below and index mutations
+	byID map[string]*entry
+	// entries are the view's entries by number (entry.no, from entryNos;
+	// 0 and freed numbers hold nil).
+	entries  []*entry
+	entryNos numbers
 	byTenant map[string]map[string]*entry            // tenant → id → entry
 	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
 	// servers are the store's server entries (tenant → name → entry),
@@ -101,8 +109,12 @@ type Retriever struct {
 
 	dupGroups map[string]*dupGroup   // tenant + dup key → its entries' count
 	slots     map[string]*serverSlot // tenant + server → its entries' count
+	// groupNos and slotNos number the dup groups and server slots, so
+	// that the pipeline's scratch is indexed by them.
+	groupNos, slotNos numbers
 
-	fuseBufs sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
+	fuseBufs   sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
+	answerBufs sync.Pool // *answerScratch, lent to one answer at a time
 
 	// snapPath is where the view's snapshot is kept ("" none; snapshot.go);
 	// snap holds a loaded snapshot's fingerprints during New's first Sync.
@@ -138,6 +150,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		log:       log,
 		vec:       memoryIndex{NewMemoryVectors(emb.Dim())},
 		byID:      map[string]*entry{},
+		entries:   []*entry{nil},
 		byTenant:  map[string]map[string]*entry{},
 		byName:    map[string]map[string]map[string]*entry{},
 		changed:   make(chan struct{}),
@@ -396,6 +409,10 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 		}
 		r.drop(e.id)
 		r.add(e)
+		r.lex.setKey(e.id, e.no)
+		if mi, ok := r.vec.(memoryIndex); ok {
+			mi.m.setKey(e.id, e.no)
+		}
 	}
 	if err := r.setServers(servers); err != nil {
 		return err
@@ -408,6 +425,25 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 	r.changed = make(chan struct{})
 	return nil
 }
+
+// numbers hands out small integers from 1, reusing given-back ones first,
+// so that tables indexed by them stay as long as the most in use at once.
+type numbers struct {
+	last uint32
+	free []uint32
+}
+
+func (n *numbers) take() uint32 {
+	if k := len(n.free); k > 0 {
+		x := n.free[k-1]
+		n.free = n.free[:k-1]
+		return x
+	}
+	n.last++
+	return n.last
+}
+
+func (n *numbers) give(x uint32) { n.free = append(n.free, x) }
 
 func isNotFound(err error) bool { return errors.Is(err, cards.ErrNotFound) }
 
@@ -443,7 +479,7 @@ func (r *Retriever) add(e *entry) {
 	if e.dup != "" {
 		k := t + idSep + e.dup
 		if r.dupGroups[k] == nil {
-			r.dupGroups[k] = &dupGroup{}
+			r.dupGroups[k] = &dupGroup{no: r.groupNos.take()}
 		}
 		e.group = r.dupGroups[k]
 		e.group.n++
@@ -452,10 +488,14 @@ func (r *Retriever) add(e *entry) {
 	e.deprecated = e.card.Deprecated()
 	sk := t + idSep + s
 	if r.slots[sk] == nil {
-		r.slots[sk] = &serverSlot{}
+		r.slots[sk] = &serverSlot{no: r.slotNos.take()}
 	}
 	e.server = r.slots[sk]
 	e.server.n++
+	if e.no = r.entryNos.take(); int(e.no) == len(r.entries) {
+		r.entries = append(r.entries, nil)
+	}
+	r.entries[e.no] = e
 	r.byID[e.id] = e
 	r.account(t, 1, entryBytes(e, r.emb.Dim()))
 	if r.byTenant[t] == nil {
@@ -478,12 +518,16 @@ func (r *Retriever) drop(id string) {
 	if e.group != nil {
 		if e.group.n--; e.group.n == 0 {
 			delete(r.dupGroups, t+idSep+e.dup)
+			r.groupNos.give(e.group.no)
 		}
 	}
 	if e.server.n--; e.server.n == 0 {
 		delete(r.slots, t+idSep+s)
+		r.slotNos.give(e.server.no)
 	}
 	delete(r.byID, id)
+	r.entries[e.no] = nil
+	r.entryNos.give(e.no)
 	r.account(t, -1, -entryBytes(e, r.emb.Dim()))
 	delete(r.byTenant[t], id)
 	delete(r.byName[t][n], s)

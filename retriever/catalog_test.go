@@ -81,3 +81,88 @@ func TestViewFollowsServerEntries(t *testing.T) {
 		t.Errorf("view seq %d, store %d", r.Seq(), seq)
 	}
 }
+
+// TestEntryKeys: every entry of the view has its number, and the lexical
+// document and vector row of its card carry it (the key their hits bring
+// to fusion), after a load, after updates and deletions that free and reuse
+// numbers, and after a restart from a snapshot (whose documents and rows
+// were not indexed again).
+func TestEntryKeys(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := embedded.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var cs []cards.Card
+	for i := range 40 {
+		cs = append(cs, cards.Card{Tenant: []string{"acme", "globex"}[i%2], Server: "s", Name: "tool_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Summary: "Does a thing."})
+	}
+	if _, err := st.Put(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	emb := embed.NewHashed(embed.DefaultDim)
+	snap := WithSnapshot(dir + "/retriever.snap")
+	check := func(r *Retriever, want int) {
+		t.Helper()
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		m := r.vec.(memoryIndex).m
+		if len(r.byID) != want {
+			t.Fatalf("%d entries, want %d", len(r.byID), want)
+		}
+		seen := map[uint32]bool{}
+		for id, e := range r.byID {
+			if e.no == 0 || seen[e.no] || r.entries[e.no] != e {
+				t.Fatalf("%s: number %d (taken twice: %t)", id, e.no, seen[e.no])
+			}
+			seen[e.no] = true
+			if k := r.lex.docs[r.lex.byID[id]].key; k != e.no {
+				t.Errorf("%s: lexical key %d, want %d", id, k, e.no)
+			}
+			tv := m.tenants[e.card.Tenant]
+			if k := tv.keys[tv.index[id]]; k != e.no {
+				t.Errorf("%s: vector key %d, want %d", id, k, e.no)
+			}
+		}
+		for no, e := range r.entries {
+			if e != nil && e.no != uint32(no) {
+				t.Errorf("entries[%d] holds number %d", no, e.no)
+			}
+		}
+	}
+	r, err := New(ctx, st, emb, nil, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r, 40)
+	for i := 0; i < 40; i += 3 { // delete some, update others
+		if err := st.Delete(ctx, cs[i].Key(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var upd []cards.Card
+	for i := 1; i < 40; i += 3 {
+		c := cs[i]
+		c.Summary = "Does another thing."
+		upd = append(upd, c)
+	}
+	extra := cards.Card{Tenant: "acme", Server: "s2", Name: "late", Summary: "Comes late."}
+	if _, err := st.Put(ctx, append(upd, extra)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(r, 40-14+1)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = New(ctx, st, emb, nil, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	check(r, 40-14+1)
+}

@@ -119,12 +119,7 @@ func addCompanions(o CompanionOptions, cs *candSet, ranked [][]Fused, merged []M
 	if slots <= 0 || len(merged) == 0 {
 		return merged, nil
 	}
-	in := make(map[string]bool, len(merged))
-	for _, m := range merged {
-		in[m.ID] = true
-	}
 	var picks []companionPick
-	at := map[string]int{}
 	for _, m := range merged {
 		a := m.e
 		if m.Confidence < o.Anchor || a == nil || len(a.companions.Tools) == 0 {
@@ -133,11 +128,11 @@ func addCompanions(o CompanionOptions, cs *candSet, ranked [][]Fused, merged []M
 		for _, c := range a.companions.Tools {
 			id := DocID(cards.Key{Tenant: a.card.Tenant, Server: c.Server, Name: c.Name})
 			e := cs.entries[id]
-			if e == nil || e.destructive || in[id] {
+			if e == nil || e.destructive || slices.ContainsFunc(merged, func(m Merged) bool { return m.e == e }) {
 				continue
 			}
 			p := m.Confidence * min(1, c.Count()/(a.companions.Uses+o.Prior))
-			if i, ok := at[id]; ok {
+			if i := slices.IndexFunc(picks, func(q companionPick) bool { return q.e == e }); i >= 0 {
 				q := &picks[i]
 				if p > q.best {
 					q.best, q.anchor = p, a
@@ -145,7 +140,6 @@ func addCompanions(o CompanionOptions, cs *candSet, ranked [][]Fused, merged []M
 				q.worth = 1 - (1-q.worth)*(1-p)
 				continue
 			}
-			at[id] = len(picks)
 			picks = append(picks, companionPick{e: e, worth: p, best: p, anchor: a})
 		}
 	}
@@ -182,10 +176,11 @@ func addCompanions(o CompanionOptions, cs *candSet, ranked [][]Fused, merged []M
 	return out, anchors
 }
 
-// rankIn is the 1-based position of id in a ranked list, 0 when absent.
-func rankIn(list []Fused, id string) int {
+// rankIn is the 1-based position of e's tool in a ranked list, 0 when
+// absent.
+func rankIn(list []Fused, e *entry) int {
 	for i := range list {
-		if list[i].ID == id {
+		if list[i].e == e {
 			return i + 1
 		}
 	}
@@ -199,7 +194,7 @@ func companionMerged(p companionPick, ranked [][]Fused) Merged {
 	m := Merged{Fused: Fused{ID: p.e.id, e: p.e}}
 	best := 0
 	for _, l := range ranked {
-		if r := rankIn(l, p.e.id); r > 0 && (best == 0 || r < best) {
+		if r := rankIn(l, p.e); r > 0 && (best == 0 || r < best) {
 			best = r
 			m.Fused = l[r-1]
 			m.Fields = slices.Clone(m.Fields)

@@ -427,7 +427,16 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		}
 	}()
 	ranked := make([][]Fused, len(lists))
-	alts := map[string][]string{} // ID → its near-duplicates' IDs
+	// The answer's scratch: near-duplicates kept per group (per list), the
+	// alternatives by kept tool's entry number, the server sums.
+	sc, _ := r.answerBufs.Get().(*answerScratch)
+	if sc == nil {
+		sc = &answerScratch{}
+	}
+	defer func() {
+		sc.alts.reset()
+		r.answerBufs.Put(sc)
+	}()
 	for i, l := range lists {
 		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
 		if l.context && qctx != nil && r.queryContext > 0 {
@@ -438,7 +447,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		}
 		lcs := cs
 		if len(l.need) > 0 {
-			lcs = narrow(cs, l.need)
+			lcs = narrow(cs, l.need, len(r.entries))
 		}
 		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, lend())
 		if err != nil {
@@ -473,10 +482,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		t1 := time.Now()
 		fused = demoteDeprecated(r.confident(fused))
 		if !req.Mode.single() {
-			fused = liftServers(fused, r.serverLift(lcs, parts, fused))
+			fused = liftServers(fused, r.serverLift(lcs, parts, fused, &sc.sums))
 		}
 		if r.collapse {
-			fused = collapseList(fused, alts)
+			fused = collapseList(fused, &sc.kept, &sc.alts)
 		}
 		ranked[i] = fused
 		res.Timings.Fuse += time.Since(t1)
@@ -505,30 +514,31 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	t1 = time.Now()
 
 	// 6. Pins first, authorized like everything else; then the merged list.
-	taken := map[string]int{}
+	// shown are the entries of res.Tools, position for position.
+	shown := sc.shown[:0]
+	defer func() { clear(shown); sc.shown = shown[:0] }()
 	for i, k := range slices.Concat(req.AlwaysLoad, req.HotPins) {
 		k.Tenant = req.Caller.Tenant
 		id := DocID(k)
 		e := candidates[id]
-		if _, dup := taken[id]; e == nil || dup {
+		if e == nil || slices.Contains(shown, e) {
 			continue
 		}
 		why := "pinned (always_load)"
 		if i >= len(req.AlwaysLoad) {
 			why = "pinned (hot: used often)"
 		}
-		taken[id] = len(res.Tools)
+		shown = append(shown, e)
 		res.Tools = append(res.Tools, Scored{Card: e.card, Pinned: true, Reason: why, Tokens: e.tokens,
 			Scores: Fused{ID: id}})
 	}
-	r.placeSelected(req, cs, &res, taken)
-	placed := make(map[string]bool, len(merged))
-	for _, m := range merged {
-		placed[m.ID] = true
+	r.placeSelected(req, cs, &res, &shown)
+	placed := func(e *entry) bool {
+		return slices.ContainsFunc(merged, func(m Merged) bool { return m.e == e })
 	}
 	for i, m := range merged {
 		e := m.e
-		m.e = nil // the view's own; not shown
+		m.e, m.key = nil, 0 // the view's own; not shown
 		if m.Fields == nil && m.mask != 0 {
 			m.Fields = r.lex.fieldNames(m.mask)
 		}
@@ -538,14 +548,12 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			k := anchors[i].card.Key()
 			s.CompanionOf, s.Reason = &k, companionReason(k, m.Fused)
 		}
-		for _, id := range alts[m.ID] {
-			if _, shown := taken[id]; shown || placed[id] {
-				continue
-			}
-			if a := candidates[id]; a != nil {
+		sc.alts.each(e.no, func(a *entry) bool {
+			if !slices.Contains(shown, a) && !placed(a) && cs.has(a) {
 				s.Alternatives = append(s.Alternatives, a.card.Key())
 			}
-		}
+			return true
+		})
 		for _, li := range m.Lists {
 			if in := lists[li].intent; in >= 0 {
 				s.Intents = append(s.Intents, in)
@@ -553,7 +561,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 				s.ForQuery = true
 			}
 		}
-		if i, pinned := taken[m.ID]; pinned {
+		if i := slices.Index(shown, e); i >= 0 {
 			// Pinned (or selected) and also ranked: keep it where it
 			// is, record its scores.
 			p := &res.Tools[i]
@@ -562,7 +570,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			p.Intents = mergeIntents(p.Intents, s.Intents)
 			continue
 		}
-		taken[m.ID] = len(res.Tools)
+		shown = append(shown, e)
 		res.Tools = append(res.Tools, s)
 	}
 
@@ -573,6 +581,16 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	}
 	res.Timings.Hydrate = time.Since(t1)
 	return res, low, nil
+}
+
+// answerScratch is the scratch of one answer, reused across requests
+// (Retriever.answerBufs): what collapsing keeps per dup group (one list at
+// a time) and the alternatives it records per kept tool's entry number
+// (the whole answer), the server lift's sums, and the entries shown.
+type answerScratch struct {
+	kept, alts entryLists
+	sums       slotSums
+	shown      []*entry
 }
 
 // blend returns the unit vector of a + w·b, or nil when either is nil.
@@ -640,6 +658,7 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	}
 	// Vectors with no positive similarity are no evidence of a match.
 	sem = slices.DeleteFunc(sem, func(h Hit) bool { return h.Score <= 0 })
+	r.keyHits(lex, sem)
 	lex, sem, single := req.Mode.singleLeg(lex, sem)
 	var fused []Fused
 	if cmp.Or(req.Fusion, DefaultFusion) == FusionRelative && !single {
@@ -648,14 +667,47 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 		fused = fuseRRF(lex, sem, DefaultRRFK, buf)
 	}
 	// Attach each card's entry: the later steps need it, and both legs
-	// search inside the set, so every ID has one.
+	// search inside the set, so every card has one.
 	kept := fused[:0]
 	for _, f := range fused {
-		if f.e = cs.entries[f.ID]; f.e != nil {
-			kept = append(kept, f)
+		if int(f.key) < len(r.entries) {
+			if f.e = r.entries[f.key]; f.e != nil && cs.has(f.e) {
+				kept = append(kept, f)
+			}
 		}
 	}
 	return kept, degraded, nil
+}
+
+// keyHits keys the legs' hits that come without a key (another vector
+// index's): by the view's entry of their ID, or, for an ID the view does
+// not hold, by a number past every entry's (one per ID), so that fusion
+// joins them as before and the pipeline drops them after it. Call with r.mu
+// held.
+func (r *Retriever) keyHits(lex, sem []Hit) {
+	next := uint32(len(r.entries))
+	var unknown map[string]uint32 // only ever made for IDs outside the view
+	for _, hits := range [][]Hit{lex, sem} {
+		for i := range hits {
+			h := &hits[i]
+			if h.key != 0 {
+				continue
+			}
+			if e := r.byID[h.ID]; e != nil {
+				h.key = e.no
+				continue
+			}
+			if unknown == nil {
+				unknown = map[string]uint32{}
+			}
+			k, ok := unknown[h.ID]
+			if !ok {
+				k, next = next, next+1
+				unknown[h.ID] = k
+			}
+			h.key = k
+		}
+	}
 }
 
 func reason(f Fused) string {

@@ -25,8 +25,12 @@ func WithCollapse(on bool) Option { return func(r *Retriever) { r.collapse = on 
 const DefaultCollapse = true
 
 // dupGroup counts a tenant's active cards with one dup key: a card alone in
-// its group has no near-duplicate, and collapsing passes it by.
-type dupGroup struct{ n int }
+// its group has no near-duplicate, and collapsing passes it by. no is its
+// number in the view (≥ 1), by which collapsing finds a group's kept tools.
+type dupGroup struct {
+	n  int
+	no uint32
+}
 
 // dupKey is the part of a card that near-duplicates share: its name without
 // its server's words. Computed once per card (entry.dup).
@@ -89,28 +93,91 @@ func nearDuplicates(a, b *entry) bool {
 }
 
 // collapseList keeps, of every group of near-duplicates in a ranked list,
-// the best ranked, and records the others as its alternatives (in rank
-// order). It returns the shortened list, in fused's array (the pipeline's
-// own list, which it no longer needs), and the alternatives by ID.
-func collapseList(fused []Fused, alts map[string][]string) []Fused {
-	out := fused[:0]                // written behind the reading position
-	var kept map[*dupGroup][]*entry // dup group → its kept entries
+// the best ranked, and records the others as its alternatives in alts (in
+// rank order). It returns the shortened list, in fused's array (the
+// pipeline's own list, which it no longer needs). kept is scratch, empty
+// before and after.
+func collapseList(fused []Fused, kept, alts *entryLists) []Fused {
+	out := fused[:0] // written behind the reading position
 	for _, f := range fused {
 		if e := f.e; e.group != nil && e.group.n > 1 {
-			if kept == nil {
-				kept = map[*dupGroup][]*entry{}
-			}
-			i := slices.IndexFunc(kept[e.group], func(k *entry) bool { return nearDuplicates(k, e) })
-			if i >= 0 {
-				id := kept[e.group][i].id
-				if !slices.Contains(alts[id], f.ID) {
-					alts[id] = append(alts[id], f.ID)
+			var k *entry
+			kept.each(e.group.no, func(c *entry) bool {
+				if nearDuplicates(c, e) {
+					k = c
+					return false
 				}
+				return true
+			})
+			if k != nil {
+				alts.addOnce(k.no, e)
 				continue
 			}
-			kept[e.group] = append(kept[e.group], e)
+			kept.add(e.group.no, e)
 		}
 		out = append(out, f)
 	}
+	kept.reset()
 	return out
+}
+
+// entryLists are lists of entries by an integer key (a dup group's number,
+// an entry's), each in the order added, in flat scratch that is reused:
+// reset clears only the keys it used.
+type entryLists struct {
+	head, tail []int32 // by key: 1 + the index in nodes of its first, last node
+	nodes      []entryNode
+	keys       []uint32 // the keys with a list
+}
+
+type entryNode struct {
+	e    *entry
+	next int32 // 1 + the index of the next node, 0 at the end
+}
+
+// add appends e to key's list.
+func (l *entryLists) add(key uint32, e *entry) {
+	l.head, l.tail = reach(l.head, key), reach(l.tail, key)
+	l.nodes = append(l.nodes, entryNode{e: e})
+	at := int32(len(l.nodes))
+	if t := l.tail[key]; t != 0 {
+		l.nodes[t-1].next = at
+	} else {
+		l.head[key] = at
+		l.keys = append(l.keys, key)
+	}
+	l.tail[key] = at
+}
+
+// addOnce appends e to key's list unless it holds it.
+func (l *entryLists) addOnce(key uint32, e *entry) {
+	held := false
+	l.each(key, func(c *entry) bool {
+		held = c == e
+		return !held
+	})
+	if !held {
+		l.add(key, e)
+	}
+}
+
+// each calls fn with key's entries in order while it returns true.
+func (l *entryLists) each(key uint32, fn func(*entry) bool) {
+	if int(key) >= len(l.head) {
+		return
+	}
+	for i := l.head[key]; i != 0; i = l.nodes[i-1].next {
+		if !fn(l.nodes[i-1].e) {
+			return
+		}
+	}
+}
+
+// reset empties every list.
+func (l *entryLists) reset() {
+	for _, k := range l.keys {
+		l.head[k], l.tail[k] = 0, 0
+	}
+	clear(l.nodes)
+	l.nodes, l.keys = l.nodes[:0], l.keys[:0]
 }

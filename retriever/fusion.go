@@ -32,6 +32,18 @@ type Fused struct {
 	// mask is the lexical hit's mask (Hit.mask), from which the pipeline
 	// names the fields of its winners.
 	mask uint16
+	// key is the card's key (Hit.key) inside the pipeline; 0 in the lists
+	// the exported functions return.
+	key uint32
+}
+
+// sameCard says two tools of ranked lists are one card: the same entry in
+// the pipeline, the same ID elsewhere.
+func sameCard(a, b *Fused) bool {
+	if a.e != nil && b.e != nil {
+		return a.e == b.e
+	}
+	return a.ID == b.ID
 }
 
 // DefaultRRFK is the k of reciprocal rank fusion used unless configured
@@ -47,10 +59,12 @@ const DefaultRRFK = 60
 // ascending, so equal inputs always give the same order. Inputs are not
 // modified.
 func FuseRRF(lexical, semantic []Hit, k float64) []Fused {
-	return fuseRRF(lexical, semantic, k, nil)
+	lexical, semantic = keyByID(lexical, semantic)
+	return unkeyed(fuseRRF(lexical, semantic, k, &fuseBuf{}))
 }
 
-// fuseRRF is FuseRRF filling buf's list when buf is not nil.
+// fuseRRF is FuseRRF of keyed hits (Hit.key, every one set), filling buf's
+// list.
 func fuseRRF(lexical, semantic []Hit, k float64, buf *fuseBuf) []Fused {
 	if !(k > 0) || math.IsInf(k, 1) {
 		k = DefaultRRFK
@@ -86,10 +100,40 @@ func fuseRRF(lexical, semantic []Hit, k float64, buf *fuseBuf) []Fused {
 // score 0 and come last, and vice versa), sorted by Score descending, then ID
 // ascending. Inputs are not modified.
 func FuseRelative(lexical, semantic []Hit, alpha float64) []Fused {
-	return fuseRelative(lexical, semantic, alpha, nil)
+	lexical, semantic = keyByID(lexical, semantic)
+	return unkeyed(fuseRelative(lexical, semantic, alpha, &fuseBuf{}))
 }
 
-// fuseRelative is FuseRelative filling buf's list when buf is not nil.
+// keyByID returns copies of the legs whose hits are keyed by their IDs
+// (the first ID met is 1, the next new one 2, …), for the exported fusion
+// functions, whose hits may come without keys.
+func keyByID(lexical, semantic []Hit) ([]Hit, []Hit) {
+	keys := make(map[string]uint32, len(lexical)+len(semantic))
+	key := func(hs []Hit) []Hit {
+		out := slices.Clone(hs)
+		for i := range out {
+			k, ok := keys[out[i].ID]
+			if !ok {
+				k = uint32(len(keys) + 1)
+				keys[out[i].ID] = k
+			}
+			out[i].key = k
+		}
+		return out
+	}
+	return key(lexical), key(semantic)
+}
+
+// unkeyed clears the keys of a fused list that leaves the package.
+func unkeyed(out []Fused) []Fused {
+	for i := range out {
+		out[i].key = 0
+	}
+	return out
+}
+
+// fuseRelative is FuseRelative of keyed hits (Hit.key, every one set),
+// filling buf's list.
 func fuseRelative(lexical, semantic []Hit, alpha float64, buf *fuseBuf) []Fused {
 	switch {
 	case math.IsNaN(alpha):
@@ -127,12 +171,14 @@ func fuseRelative(lexical, semantic []Hit, alpha float64, buf *fuseBuf) []Fused 
 const ClearEvidence = 0.7
 
 // fuseBuf is the scratch of one fusion that the pipeline reuses across
-// requests (Retriever.fuseBufs): the fused list, the positions by ID and
+// requests (Retriever.fuseBufs): the fused list, the positions by key and
 // the semantic leg's hits.
 // The list lent out is the caller's until it gives the buffer back.
 type fuseBuf struct {
 	out []Fused
-	pos map[string]int
+	// at holds, by key, 1 + the position in out of the card with that key
+	// during a join (0: not met); it is all zero between joins.
+	at  []int32
 	sem []Hit // the semantic leg's hits
 }
 
@@ -140,33 +186,29 @@ type fuseBuf struct {
 func (b *fuseBuf) reset() {
 	clear(b.out[:cap(b.out)])
 	b.out = b.out[:0]
-	clear(b.pos)
 	clear(b.sem[:cap(b.sem)])
 	b.sem = b.sem[:0]
 }
 
-// joinLegs merges the legs by ID, recording raw scores, ranks and fields; Score
-// is left 0. The order of the result is unspecified until sortFused. With a
-// buffer, the result is its list.
+// joinLegs merges the legs by key (every hit's key set), recording raw
+// scores, ranks and fields; Score is left 0. The order of the result is
+// unspecified until sortFused. The result is buf's list.
 func joinLegs(lexical, semantic []Hit, buf *fuseBuf) []Fused {
-	var out []Fused
-	var pos map[string]int
-	if buf != nil {
-		if buf.pos == nil {
-			buf.pos = make(map[string]int, len(lexical)+len(semantic))
-		}
-		out, pos = slices.Grow(buf.out[:0], len(lexical)+len(semantic)), buf.pos
-	} else {
-		out = make([]Fused, 0, len(lexical)+len(semantic))
-		pos = make(map[string]int, len(lexical)+len(semantic))
+	out := slices.Grow(buf.out[:0], len(lexical)+len(semantic))
+	at := buf.at
+	slot := func(key uint32) *int32 {
+		at = reach(at, key)
+		return &at[key]
 	}
 	for i, h := range lexical {
-		if _, dup := pos[h.ID]; dup {
+		p := slot(h.key)
+		if *p != 0 {
 			continue
 		}
-		pos[h.ID] = len(out)
+		*p = int32(len(out) + 1)
 		out = append(out, Fused{
 			ID:          h.ID,
+			key:         h.key,
 			Lexical:     h.Score,
 			LexicalRank: i + 1,
 			Fields:      slices.Clone(h.Fields),
@@ -176,21 +218,36 @@ func joinLegs(lexical, semantic []Hit, buf *fuseBuf) []Fused {
 		})
 	}
 	for i, h := range semantic {
-		j, seen := pos[h.ID]
-		if !seen {
-			pos[h.ID] = len(out)
-			out = append(out, Fused{ID: h.ID, Semantic: h.Score, SemanticRank: i + 1})
+		p := slot(h.key)
+		if *p == 0 {
+			*p = int32(len(out) + 1)
+			out = append(out, Fused{ID: h.ID, key: h.key, Semantic: h.Score, SemanticRank: i + 1})
 			continue
 		}
-		if out[j].SemanticRank == 0 {
-			out[j].Semantic = h.Score
-			out[j].SemanticRank = i + 1
+		if f := &out[*p-1]; f.SemanticRank == 0 {
+			f.Semantic = h.Score
+			f.SemanticRank = i + 1
 		}
 	}
-	if buf != nil {
-		buf.out = out
+	for i := range out {
+		at[out[i].key] = 0
 	}
+	buf.out, buf.at = out, at
 	return out
+}
+
+// reach returns s long enough to index i: s itself, or s grown (at least
+// doubled) with zeros past its old length. The pipeline's tables indexed
+// by entry, group and slot numbers grow with it.
+func reach[T any](s []T, i uint32) []T {
+	n := len(s)
+	if int(i) < n {
+		return s
+	}
+	grown := max(int(i)+1, 2*n)
+	s = slices.Grow(s, grown-n)[:grown]
+	clear(s[n:])
+	return s
 }
 
 // minMaxNormalisers return the min-max maps of the two legs' scores onto

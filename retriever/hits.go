@@ -28,6 +28,10 @@ type Hit struct {
 	// mask is Fields as positions of the lexical index's fields, for the
 	// pipeline, which names the fields of its winners only.
 	mask uint16
+	// key is the card's integer key in the retriever's view (entry.no), set
+	// by the in-memory legs; 0 when the leg does not know it (another
+	// VectorIndex, an index the retriever does not own).
+	key uint32
 }
 
 // Filter restricts a search to a candidate set: the tenant's indexed cards,

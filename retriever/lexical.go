@@ -154,6 +154,7 @@ type LexicalIndex struct {
 type lexDoc struct {
 	id     string
 	tenant uint32
+	key    uint32 // the key its hits carry (setKey; Hit.key)
 	n      [maxLexFields]int32
 	terms  []string
 }
@@ -403,6 +404,16 @@ func (x *LexicalIndex) Delete(ids []string) error {
 	return nil
 }
 
+// setKey gives doc id the key its hits carry (Hit.key); an absent id is
+// ignored. Upsert clears it.
+func (x *LexicalIndex) setKey(id string, key uint32) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if num, ok := x.byID[id]; ok {
+		x.docs[num].key = key
+	}
+}
+
 // Count returns the number of indexed docs, all tenants together.
 func (x *LexicalIndex) Count() (uint64, error) {
 	x.mu.RLock()
@@ -630,7 +641,7 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 	acc.top = top.items
 	hits := make([]Hit, len(winners))
 	for i, w := range winners {
-		hits[i] = Hit{ID: x.docs[w.num].id, Score: w.score, mask: acc.fields[w.num],
+		hits[i] = Hit{ID: x.docs[w.num].id, key: x.docs[w.num].key, Score: w.score, mask: acc.fields[w.num],
 			Coverage: acc.matched[w.num] / coverTotal, Evidence: acc.evidence[w.num] / evidenceTotal}
 		if names {
 			hits[i].Fields = x.fieldNames(hits[i].mask)

@@ -27,22 +27,22 @@ func MergeFair(lists [][]Fused, k int) []Merged {
 	if len(lists) == 1 {
 		n := min(k, len(lists[0]))
 		out := make([]Merged, 0, n)
-		seen := make(map[string]bool, n)
-		for _, f := range lists[0] {
+		zeros := make([]int, n) // every tool's Lists, {0}
+		for i := range lists[0] {
+			f := &lists[0][i]
 			if len(out) == k {
 				break
 			}
-			if seen[f.ID] {
+			if mergedAt(out, f) >= 0 {
 				continue
 			}
-			seen[f.ID] = true
-			f.Fields = slices.Clone(f.Fields)
-			out = append(out, Merged{Fused: f, Lists: []int{0}})
+			m := Merged{Fused: *f, Lists: zeros[len(out) : len(out)+1 : len(out)+1]}
+			m.Fields = slices.Clone(m.Fields)
+			out = append(out, m)
 		}
 		return out
 	}
 	pos := make([]int, len(lists))
-	at := map[string]int{} // ID → index in out
 	var out []Merged
 	for len(out) < k {
 		progressed := false
@@ -51,18 +51,18 @@ func MergeFair(lists [][]Fused, k int) []Merged {
 				break
 			}
 			for pos[i] < len(l) {
-				f := l[pos[i]]
+				f := &l[pos[i]]
 				pos[i]++
-				if j, ok := at[f.ID]; ok {
+				if j := mergedAt(out, f); j >= 0 {
 					if !slices.Contains(out[j].Lists, i) {
 						out[j].Lists = append(out[j].Lists, i)
 						slices.Sort(out[j].Lists)
 					}
 					continue
 				}
-				at[f.ID] = len(out)
-				f.Fields = slices.Clone(f.Fields)
-				out = append(out, Merged{Fused: f, Lists: []int{i}})
+				m := Merged{Fused: *f, Lists: []int{i}}
+				m.Fields = slices.Clone(m.Fields)
+				out = append(out, m)
 				progressed = true
 				break
 			}
@@ -72,4 +72,15 @@ func MergeFair(lists [][]Fused, k int) []Merged {
 		}
 	}
 	return out
+}
+
+// mergedAt is the position in out of f's card, -1 when it is not there
+// (a scan: out holds at most MaxTopK tools).
+func mergedAt(out []Merged, f *Fused) int {
+	for j := range out {
+		if sameCard(&out[j].Fused, f) {
+			return j
+		}
+	}
+	return -1
 }

@@ -189,8 +189,9 @@ func (r *Retriever) onlyNamed(cs *candSet, name string) *entry {
 }
 
 // narrow is the part of a candidate set whose tools hold every required
-// word (see Operators). It is computed per request, never cached.
-func narrow(cs *candSet, required []string) *candSet {
+// word (see Operators), of a view of n entry numbers. It is computed per
+// request, never cached.
+func narrow(cs *candSet, required []string, n int) *candSet {
 	out := &candSet{filter: Filter{Tenant: cs.filter.Tenant, IDs: []string{}}, entries: map[string]*entry{}}
 	servers := map[string]bool{}
 	for id, e := range cs.entries {
@@ -203,6 +204,7 @@ func narrow(cs *candSet, required []string) *candSet {
 		servers[e.card.Server] = true
 	}
 	slices.Sort(out.filter.IDs)
+	out.member = memberBits(out.entries, n)
 	for s := range servers {
 		out.servers = append(out.servers, s)
 	}
@@ -265,14 +267,15 @@ const SelectedReason = "selected (select:)"
 // placeSelected places the tools of the request's selections after the
 // pins: the query's, then each intent's, in order. A tool already placed
 // (pinned, or selected by another text) stays where it is. Call with r.mu
-// held.
-func (r *Retriever) placeSelected(req Request, cs *candSet, res *Result, taken map[string]int) {
+// held. shown are the entries of res.Tools, position for position; it
+// grows with them.
+func (r *Retriever) placeSelected(req Request, cs *candSet, res *Result, shown *[]*entry) {
 	place := func(sel []Ref, intent int) {
 		for _, e := range r.selected(cs, sel) {
-			i, ok := taken[e.id]
-			if !ok {
+			i := slices.Index(*shown, e)
+			if i < 0 {
 				i = len(res.Tools)
-				taken[e.id] = i
+				*shown = append(*shown, e)
 				res.Tools = append(res.Tools, Scored{Card: e.card, Reason: SelectedReason, Tokens: e.tokens,
 					Scores: Fused{ID: e.id, Confidence: 1}})
 			}

@@ -2,6 +2,7 @@ package retriever
 
 import (
 	"math"
+	"slices"
 
 	"github.com/seed0cff8200/cardex/cards"
 )
@@ -79,55 +80,120 @@ func (x *serverIndex) update(ss []cards.ServerInfo, remove []cards.Key) error {
 }
 
 // serverSlot stands for one server of a tenant in the view: its entries
-// share it (entry.server), and n counts them.
-type serverSlot struct{ n int }
+// share it (entry.server), and n counts them; no is its number in the view
+// (≥ 1), by which the server lift keeps its per-request sums.
+type serverSlot struct {
+	n  int
+	no uint32
+}
 
 // serverLift returns the lift of each tool of a ranked list, by position:
 // its server's lift, the server prior × the server's best tool's share of
 // the list's best score, plus the server boost × the server entry's lexical
-// evidence for text. Call with r.mu held.
-func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused) []float64 {
+// evidence for text. The lifts are in sums' scratch, valid until its next
+// use. Call with r.mu held.
+func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused, sums *slotSums) []float64 {
 	if len(fused) == 0 || !(fused[0].Score > 0) {
 		return nil
 	}
-	bySlot := map[*serverSlot]float64{}
+	defer sums.reset()
 	if r.serverPrior > 0 {
 		for _, f := range fused {
-			s := f.e.server
-			bySlot[s] = max(bySlot[s], r.serverPrior*f.Score/fused[0].Score)
+			sums.max(f.e.server.no, r.serverPrior*f.Score/fused[0].Score)
 		}
 	}
 	if entries := r.servers[cs.filter.Tenant]; r.serverBoost > 0 && len(entries) > 0 {
-		var ids []string
-		for _, s := range cs.servers {
-			if _, ok := entries[s]; ok {
-				ids = append(ids, DocID(cards.ServerKey(cs.filter.Tenant, s)))
-			}
-		}
-		if len(ids) > 0 {
-			// ids are in server order, so the statistics sum in a fixed order.
-			hits, err := r.srv.lex.SearchWeighted(text, Filter{Tenant: cs.filter.Tenant, IDs: ids}, len(ids))
+		if sv := r.serverEntries(cs); len(sv.filter.IDs) > 0 {
+			// The IDs are in server order, so the statistics sum in a
+			// fixed order.
+			hits, err := r.srv.lex.search(text, sv.set, sv.filter, len(sv.filter.IDs), false)
 			if err != nil {
 				r.log.Warn("server entry search failed", "err", err)
 			}
 			for _, h := range hits {
-				k, _ := ParseDocID(h.ID)
-				// A server the caller may use has a slot: cs.servers
-				// are those of its candidates.
-				if s := r.slots[cs.filter.Tenant+idSep+k.Server]; s != nil {
-					bySlot[s] += r.serverBoost * h.Evidence
+				// A server the caller may use has a slot: the set's
+				// servers are those of its candidates.
+				if s := sv.slots[h.ID]; s != nil {
+					sums.add(s.no, r.serverBoost*h.Evidence)
 				}
 			}
 		}
 	}
-	if len(bySlot) == 0 {
+	if len(sums.touched) == 0 {
 		return nil
 	}
-	lifts := make([]float64, len(fused))
-	for i, f := range fused {
-		lifts[i] = bySlot[f.e.server]
+	lifts := slices.Grow(sums.lifts[:0], len(fused))
+	for _, f := range fused {
+		lifts = append(lifts, sums.sum[f.e.server.no])
 	}
+	sums.lifts = lifts
 	return lifts
+}
+
+// srvEntries are the server entries of a candidate set's servers, prepared
+// for the server index once per set: the filter of their IDs (in server
+// order), its prepared set, and each ID's slot.
+type srvEntries struct {
+	filter Filter
+	set    *LexSet
+	slots  map[string]*serverSlot
+}
+
+// serverEntries are cs's server entries, computed at first use. Call with
+// r.mu held.
+func (r *Retriever) serverEntries(cs *candSet) *srvEntries {
+	cs.srvOnce.Do(func() {
+		sv := &srvEntries{filter: Filter{Tenant: cs.filter.Tenant}, slots: map[string]*serverSlot{}}
+		entries := r.servers[cs.filter.Tenant]
+		for _, s := range cs.servers {
+			if _, ok := entries[s]; ok {
+				id := DocID(cards.ServerKey(cs.filter.Tenant, s))
+				sv.filter.IDs = append(sv.filter.IDs, id)
+				sv.slots[id] = r.slots[cs.filter.Tenant+idSep+s]
+			}
+		}
+		if len(sv.filter.IDs) > 0 {
+			sv.set = r.srv.lex.Prepare(sv.filter)
+		}
+		cs.srv = sv
+	})
+	return cs.srv
+}
+
+// slotSums are a ranked list's sums by server slot number: scratch reused
+// across lists, cleared of the slots it touched after each.
+type slotSums struct {
+	sum     []float64
+	has     []bool
+	touched []uint32
+	lifts   []float64 // serverLift's answer
+}
+
+func (s *slotSums) touch(no uint32) {
+	s.sum, s.has = reach(s.sum, no), reach(s.has, no)
+	if !s.has[no] {
+		s.has[no] = true
+		s.touched = append(s.touched, no)
+	}
+}
+
+// max raises slot no's sum to at least x (a slot's first value is max(0, x)).
+func (s *slotSums) max(no uint32, x float64) {
+	s.touch(no)
+	s.sum[no] = max(s.sum[no], x)
+}
+
+// add adds x to slot no's sum.
+func (s *slotSums) add(no uint32, x float64) {
+	s.touch(no)
+	s.sum[no] += x
+}
+
+func (s *slotSums) reset() {
+	for _, no := range s.touched {
+		s.sum[no], s.has[no] = 0, false
+	}
+	s.touched = s.touched[:0]
 }
 
 // directConfidence is the confidence from which a tool is a direct match of

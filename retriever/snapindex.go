@@ -214,7 +214,7 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	for range r.count(2) {
 		name := r.str()
 		n := r.count(1 + 4*m.dim + pad + 16)
-		t := &tenantVectors{ids: make([]string, n), index: make(map[string]int, n), vecs: floatRows{dim: m.dim}}
+		t := &tenantVectors{ids: make([]string, n), keys: make([]uint32, n), index: make(map[string]int, n), vecs: floatRows{dim: m.dim}}
 		for i := range t.ids {
 			id := r.str()
 			if _, dup := owner[id]; dup {

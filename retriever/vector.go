@@ -1,7 +1,6 @@
 package retriever
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -30,7 +29,11 @@ type MemoryVectors struct {
 // floats), of codes (quantPad(dim) int8) and of quant belongs to ids[i].
 // Deleting swaps the last row into the hole.
 type tenantVectors struct {
-	ids   []string
+	ids []string
+	// keys are the rows' keys (the retriever's entry numbers, setKey; 0:
+	// none), which hits carry so that the pipeline joins them without the
+	// IDs.
+	keys  []uint32
 	vecs  floatRows
 	codes []int8
 	quant []rowQuant
@@ -96,6 +99,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	i := len(t.ids)
 	t.index[id] = i
 	t.ids = append(t.ids, id)
+	t.keys = append(t.keys, 0)
 	t.vecs.push(vec)
 	t.codes = append(t.codes, make([]int8, quantPad(m.dim))...)
 	t.quant = append(t.quant, rowQuant{})
@@ -128,6 +132,7 @@ func (m *MemoryVectors) deleteLocked(id string) {
 	if i != last {
 		moved := t.ids[last]
 		t.ids[i] = moved
+		t.keys[i] = t.keys[last]
 		t.index[moved] = i
 		copy(t.vecs.row(i), t.vecs.row(last))
 		copy(t.codes[i*pad:(i+1)*pad], t.codes[last*pad:])
@@ -136,11 +141,25 @@ func (m *MemoryVectors) deleteLocked(id string) {
 	delete(t.index, id)
 	t.ids[last] = ""
 	t.ids = t.ids[:last]
+	t.keys = t.keys[:last]
 	t.vecs.pop()
 	t.codes = t.codes[:last*pad]
 	t.quant = t.quant[:last]
 	if last == 0 {
 		delete(m.tenants, tenant)
+	}
+}
+
+// setKey gives id's row the key its hits carry (Hit.key); an absent id is
+// ignored. Call with the store not being searched (the retriever holds its
+// view's lock for writing).
+func (m *MemoryVectors) setKey(id string, key uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.tenants[m.owner[id]]; t != nil {
+		if i, ok := t.index[id]; ok {
+			t.keys[i] = key
+		}
 	}
 }
 
@@ -278,7 +297,7 @@ func sparseDims(query []float32) []int32 {
 func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int) []Hit {
 	t := set.tenant
 	nz := sparseDims(query)
-	top := rowTop{k: k, ids: t.ids, heap: make([]scoredRow, 0, min(k, set.rowCount()))}
+	top := rowTop{k: k, ids: t.ids, keys: t.keys, heap: make([]scoredRow, 0, min(k, set.rowCount()))}
 	if set.rows == nil {
 		for i := range t.ids {
 			top.offer(int32(i), m.scoreRow(t, query, nz, i))
@@ -343,21 +362,47 @@ func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k
 	// The re-rank, by upper bound descending: once k rows are held, a row
 	// whose upper bound is under the k-th exact score cannot enter, nor
 	// can any after it.
+	// The rows come off a heap, so that only the ones re-ranked are put in
+	// order (rows of equal bounds may come in any order: a row passed over
+	// is in no top k whatever came before it).
 	keep = slices.DeleteFunc(keep, func(kr keptRow) bool { return kr.hi < tau })
-	slices.SortFunc(keep, func(a, b keptRow) int { return cmp.Compare(b.hi, a.hi) })
+	for i := len(keep)/2 - 1; i >= 0; i-- {
+		siftKept(keep, i)
+	}
 	nz := sparseDims(query)
-	top := rowTop{k: k, ids: t.ids, heap: sc.top[:0]}
+	top := rowTop{k: k, ids: t.ids, keys: t.keys, heap: sc.top[:0]}
 	scored := 0
-	for _, kr := range keep {
+	for n := len(keep); n > 0; n-- {
+		kr := keep[0]
 		if len(top.heap) == k && kr.hi < top.heap[0].score {
 			break
 		}
 		top.offer(kr.row, m.scoreRow(t, query, nz, int(kr.row)))
 		scored++
+		keep[0] = keep[n-1]
+		siftKept(keep[:n-1], 0)
 	}
 	m.kept.Add(uint64(scored))
 	sc.lows, sc.keep, sc.top = lows, keep, top.heap
 	return top.hits(dst)
+}
+
+// siftKept moves keep[i] down the max-heap (by upper bound) of keep.
+func siftKept(keep []keptRow, i int) {
+	for n := len(keep); ; {
+		big, l, r := i, 2*i+1, 2*i+2
+		if l < n && keep[l].hi > keep[big].hi {
+			big = l
+		}
+		if r < n && keep[r].hi > keep[big].hi {
+			big = r
+		}
+		if big == i {
+			return
+		}
+		keep[i], keep[big] = keep[big], keep[i]
+		i = big
+	}
 }
 
 // rowTop keeps the best k rows seen so far, as topK does for hits, but with
@@ -366,6 +411,7 @@ func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k
 type rowTop struct {
 	k    int
 	ids  []string // row → ID
+	keys []uint32 // row → key
 	heap []scoredRow
 }
 
@@ -428,7 +474,7 @@ func (t *rowTop) hits(dst []Hit) []Hit {
 	})
 	out := slices.Grow(dst[:0], len(t.heap))
 	for _, s := range t.heap {
-		out = append(out, Hit{ID: t.ids[s.row], Score: s.score})
+		out = append(out, Hit{ID: t.ids[s.row], Score: s.score, key: t.keys[s.row]})
 	}
 	return out
 }
