@@ -16,8 +16,7 @@ type candSet struct {
 	entries map[string]*entry // ID → entry; shared, read-only
 	tokens  int64             // definition tokens of the whole set
 	servers []string          // the servers of its cards, sorted
-	// member holds the set's entries by number (entry.no), as bits; nil
-	// when the set is every entry of the tenant.
+	// member holds the set's entries by number (entry.no), as bits.
 	member []uint64
 
 	lexOnce sync.Once
@@ -76,9 +75,7 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 		out = map[string]*entry{}
 	}
 	cs.entries = out
-	if len(out) < len(all) {
-		cs.member = memberBits(out, len(r.entries))
-	}
+	cs.member = memberBits(out, len(r.entries))
 	servers := map[string]bool{}
 	for _, e := range out {
 		cs.tokens += int64(e.tokens)
@@ -110,9 +107,6 @@ func memberBits(entries map[string]*entry, n int) []uint64 {
 
 // has says e is in the set.
 func (cs *candSet) has(e *entry) bool {
-	if cs.member == nil {
-		return e.card.Tenant == cs.filter.Tenant
-	}
 	return int(e.no/64) < len(cs.member) && cs.member[e.no/64]&(1<<(e.no%64)) != 0
 }
 

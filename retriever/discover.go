@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -437,19 +438,31 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		sc.alts.reset()
 		r.answerBufs.Put(sc)
 	}()
+	// Every list's vector (an intent ranked with the query as its context
+	// has the query's vector blended in) and fusion buffer; the semantic
+	// legs of the lists ranked in the candidate set itself are scanned
+	// together.
+	vecs := make([][]float32, len(lists))
+	bufs := make([]*fuseBuf, len(lists))
 	for i, l := range lists {
-		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, l.vec
+		vecs[i], bufs[i] = l.vec, lend()
+		if l.context && qctx != nil && r.queryContext > 0 {
+			vecs[i] = blend(l.vec, qctx.vec, r.queryContext)
+		}
+	}
+	r.semanticTogether(cs, lists, vecs, bufs, &res.Timings)
+	for i, l := range lists {
+		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, vecs[i]
 		if l.context && qctx != nil && r.queryContext > 0 {
 			// An intent is ranked with the query as its context: the
 			// query's words at a lower weight, its vector blended in.
 			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
-			vec = blend(l.vec, qctx.vec, r.queryContext)
 		}
 		lcs := cs
 		if len(l.need) > 0 {
 			lcs = narrow(cs, l.need, len(r.entries))
 		}
-		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, lend())
+		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, bufs[i])
 		if err != nil {
 			return Result{}, nil, err
 		}
@@ -628,15 +641,21 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 // semantic leg, fused. Call with r.mu held.
 func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf) ([]Fused, bool, error) {
 	t0 := time.Now()
-	lex, err := r.lex.search(text, cs.lexSet(r.lex), cs.filter, LegDepth, false)
+	lex, err := r.lex.search(buf.lex, text, cs.lexSet(r.lex), cs.filter, LegDepth, false)
 	if err != nil {
 		return nil, false, fmt.Errorf("lexical search: %w", err)
+	}
+	if lex != nil {
+		buf.lex = lex
 	}
 	t1 := time.Now()
 	tm.Lexical += t1.Sub(t0)
 	var sem []Hit
 	degraded := qvec == nil
-	if !degraded {
+	switch {
+	case buf.semDone:
+		sem = buf.sem // scanned with the request's other lists
+	case !degraded:
 		if mi, ok := r.vec.(memoryIndex); ok {
 			sem, err = mi.m.searchSetInto(buf.sem, qvec, cs.vecSet(mi.m), cs.filter, LegDepth)
 			buf.sem = sem
@@ -679,6 +698,40 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	return kept, degraded, nil
 }
 
+// semanticTogether runs the semantic legs of the lists that rank inside
+// cs itself (no +word narrows them) and have a vector in one scan of the
+// in-memory vectors (MemoryVectors.searchSetMulti), leaving each list's
+// hits in its buffer (fuseBuf.semDone). With fewer than two such lists, or
+// another vector index, or when the scan fails, it leaves them to rankText,
+// which searches (and reports any error) list by list. Call with r.mu held.
+func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]float32, bufs []*fuseBuf, tm *Timings) {
+	mi, ok := r.vec.(memoryIndex)
+	if !ok {
+		return
+	}
+	var which []int
+	for i, l := range lists {
+		if vecs[i] != nil && len(l.need) == 0 {
+			which = append(which, i)
+		}
+	}
+	if len(which) < 2 {
+		return
+	}
+	t0 := time.Now()
+	dsts, qs := make([][]Hit, len(which)), make([][]float32, len(which))
+	for x, i := range which {
+		dsts[x], qs[x] = bufs[i].sem, vecs[i]
+	}
+	hits, err := mi.m.searchSetMulti(dsts, qs, cs.vecSet(mi.m), cs.filter, LegDepth)
+	if err == nil {
+		for x, i := range which {
+			bufs[i].sem, bufs[i].semDone = hits[x], true
+		}
+	}
+	tm.Semantic += time.Since(t0)
+}
+
 // keyHits keys the legs' hits that come without a key (another vector
 // index's): by the view's entry of their ID, or, for an ID the view does
 // not hold, by a number past every entry's (one per ID), so that fusion
@@ -711,19 +764,27 @@ func (r *Retriever) keyHits(lex, sem []Hit) {
 }
 
 func reason(f Fused) string {
-	var parts []string
+	b := make([]byte, 0, 80)
 	if f.LexicalRank > 0 {
-		if len(f.Fields) > 0 {
-			parts = append(parts, fmt.Sprintf("lexical #%d on %s", f.LexicalRank, strings.Join(f.Fields, ", ")))
-		} else {
-			parts = append(parts, fmt.Sprintf("lexical #%d", f.LexicalRank))
+		b = strconv.AppendInt(append(b, "lexical #"...), int64(f.LexicalRank), 10)
+		for i, field := range f.Fields {
+			if i == 0 {
+				b = append(b, " on "...)
+			} else {
+				b = append(b, ", "...)
+			}
+			b = append(b, field...)
 		}
 	}
 	if f.SemanticRank > 0 {
-		parts = append(parts, fmt.Sprintf("semantic #%d (cosine %.2f)", f.SemanticRank, f.Semantic))
+		if len(b) > 0 {
+			b = append(b, "; "...)
+		}
+		b = strconv.AppendInt(append(b, "semantic #"...), int64(f.SemanticRank), 10)
+		b = append(strconv.AppendFloat(append(b, " (cosine "...), f.Semantic, 'f', 2, 64), ')')
 	}
-	if len(parts) == 0 {
+	if len(b) == 0 {
 		return "no match"
 	}
-	return strings.Join(parts, "; ")
+	return string(b)
 }

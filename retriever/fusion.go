@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Fused is one card after fusing the lexical and semantic legs.
@@ -149,10 +150,10 @@ func fuseRelative(lexical, semantic []Hit, alpha float64, buf *fuseBuf) []Fused 
 		f := &out[i]
 		var lex, sem float64
 		if f.LexicalRank > 0 {
-			lex = lexNorm(f.Lexical)
+			lex = lexNorm.of(f.Lexical)
 		}
 		if f.SemanticRank > 0 {
-			sem = semNorm(f.Semantic)
+			sem = semNorm.of(f.Semantic)
 		}
 		f.Score = (1-alpha)*lex + alpha*sem
 		if alpha < 1 && f.LexicalRank == 1 && f.Evidence >= ClearEvidence {
@@ -179,15 +180,21 @@ type fuseBuf struct {
 	// at holds, by key, 1 + the position in out of the card with that key
 	// during a join (0: not met); it is all zero between joins.
 	at  []int32
+	lex []Hit // the lexical leg's hits
 	sem []Hit // the semantic leg's hits
+	// semDone: sem holds the list's semantic leg, scanned with the
+	// request's other lists (Retriever.semanticTogether).
+	semDone bool
 }
 
 // reset empties the buffer for its next use, dropping what the list held.
 func (b *fuseBuf) reset() {
 	clear(b.out[:cap(b.out)])
 	b.out = b.out[:0]
+	clear(b.lex[:cap(b.lex)])
+	b.lex = b.lex[:0]
 	clear(b.sem[:cap(b.sem)])
-	b.sem = b.sem[:0]
+	b.sem, b.semDone = b.sem[:0], false
 }
 
 // joinLegs merges the legs by key (every hit's key set), recording raw
@@ -253,7 +260,7 @@ func reach[T any](s []T, i uint32) []T {
 // minMaxNormalisers return the min-max maps of the two legs' scores onto
 // [0,1], over the joined legs (each ID's first occurrence in a leg, as
 // joinLegs keeps it). A leg with one distinct score maps everything to 1.
-func minMaxNormalisers(joined []Fused) (lexical, semantic func(float64) float64) {
+func minMaxNormalisers(joined []Fused) (lexical, semantic minMaxMap) {
 	lexLo, lexHi := math.Inf(1), math.Inf(-1)
 	semLo, semHi := math.Inf(1), math.Inf(-1)
 	for i := range joined {
@@ -268,12 +275,26 @@ func minMaxNormalisers(joined []Fused) (lexical, semantic func(float64) float64)
 	return minMax(lexLo, lexHi), minMax(semLo, semHi)
 }
 
-func minMax(lo, hi float64) func(float64) float64 {
+func minMax(lo, hi float64) minMaxMap {
 	span := hi - lo
 	if !(span > 0) || math.IsInf(span, 0) {
-		return func(float64) float64 { return 1 }
+		return minMaxMap{flat: true}
 	}
-	return func(s float64) float64 { return (s - lo) / span }
+	return minMaxMap{lo: lo, span: span}
+}
+
+// minMaxMap maps a leg's scores onto [0,1]: (s − lo) / span, or 1 for
+// every score of a flat leg.
+type minMaxMap struct {
+	lo, span float64
+	flat     bool
+}
+
+func (m minMaxMap) of(s float64) float64 {
+	if m.flat {
+		return 1
+	}
+	return (s - m.lo) / m.span
 }
 
 // sortFused orders by Score descending, then ID ascending. It sorts an index
@@ -299,10 +320,15 @@ func sortFused(out []Fused) {
 		keys = append(keys, key{out[i].Score, int32(i)})
 	}
 	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		case a.score == b.score:
+			return strings.Compare(out[a.i].ID, out[b.i].ID)
 		}
-		return cmp.Compare(out[a.i].ID, out[b.i].ID)
+		return cmp.Compare(b.score, a.score) // a NaN: last, as cmp orders it
 	})
 	var buf [2 * LegDepth]int32
 	idx := buf[:0]

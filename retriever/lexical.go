@@ -1,6 +1,7 @@
 package retriever
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -536,38 +537,41 @@ func (x *LexicalIndex) SearchWeighted(parts []WeightedText, f Filter, limit int)
 // Prepare with f, or nil to prepare it here); a set prepared before the
 // index changed is prepared again.
 func (x *LexicalIndex) SearchSet(parts []WeightedText, set *LexSet, f Filter, limit int) ([]Hit, error) {
-	return x.search(parts, set, f, limit, true)
+	return x.search(nil, parts, set, f, limit, true)
 }
 
-// search is SearchSet; without names, hits carry their matched fields as
-// a mask only (Hit.mask; fieldNames names them).
-func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
+// search is SearchSet appending the hits to dst[:0]; without names, hits
+// carry their matched fields as a mask only (Hit.mask; fieldNames names
+// them).
+func (x *LexicalIndex) search(dst []Hit, parts []WeightedText, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
 	}
 	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 {
 		return nil, nil
 	}
-	qtf := map[string]float64{}   // query weight of each term
-	cover := map[string]float64{} // its weight in the coverage
+	// The query's distinct terms, in byte order, each with its query
+	// weight (summed over the texts in their order) and its weight in the
+	// coverage (the highest of a text holding it).
+	var terms []queryTerm
 	for _, p := range parts {
 		if !(p.Weight > 0) {
 			continue
 		}
 		for _, tok := range x.analyzer.Analyze([]byte(SplitIdentifiers(p.Text))) {
-			t := string(tok.Term)
-			qtf[t] += p.Weight
-			cover[t] = max(cover[t], p.Weight)
+			i := slices.IndexFunc(terms, func(q queryTerm) bool { return string(q.term) == string(tok.Term) })
+			if i < 0 {
+				i = len(terms)
+				terms = append(terms, queryTerm{term: tok.Term})
+			}
+			terms[i].qtf += p.Weight
+			terms[i].cover = max(terms[i].cover, p.Weight)
 		}
 	}
-	if len(qtf) == 0 {
+	if len(terms) == 0 {
 		return nil, nil
 	}
-	terms := make([]string, 0, len(qtf))
-	for t := range qtf {
-		terms = append(terms, t)
-	}
-	sort.Strings(terms)
+	slices.SortFunc(terms, func(a, b queryTerm) int { return bytes.Compare(a.term, b.term) })
 
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -588,12 +592,12 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 	defer putLexAcc(acc)
 	coverTotal, evidenceTotal := 0.0, 0.0
 	for _, t := range terms {
-		coverTotal += cover[t]
+		coverTotal += t.cover
 	}
 	buf := acc.held
 	for _, t := range terms {
 		buf = buf[:0]
-		for _, p := range x.postings[t] {
+		for _, p := range x.postings[string(t.term)] {
 			d := &x.docs[p.doc]
 			if !set.has(p.doc, d) {
 				continue
@@ -615,16 +619,16 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 		}
 		df := float64(len(buf))
 		idfOne := math.Log(1 + (n-df+0.5)/(df+0.5))
-		idf := qtf[t] * idfOne
-		evidenceTotal += cover[t] * idfOne
+		idf := t.qtf * idfOne
+		evidenceTotal += t.cover * idfOne
 		for _, h := range buf {
 			if !acc.seen[h.doc] {
 				acc.seen[h.doc] = true
 				acc.touched = append(acc.touched, h.doc)
 			}
 			acc.score[h.doc] += idf * h.tf / (bm25K1 + h.tf)
-			acc.matched[h.doc] += cover[t]
-			acc.evidence[h.doc] += cover[t] * idfOne
+			acc.matched[h.doc] += t.cover
+			acc.evidence[h.doc] += t.cover * idfOne
 		}
 	}
 
@@ -639,7 +643,7 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 	}
 	winners := top.sortedInPlace()
 	acc.top = top.items
-	hits := make([]Hit, len(winners))
+	hits := slices.Grow(dst[:0], len(winners))[:len(winners)]
 	for i, w := range winners {
 		hits[i] = Hit{ID: x.docs[w.num].id, key: x.docs[w.num].key, Score: w.score, mask: acc.fields[w.num],
 			Coverage: acc.matched[w.num] / coverTotal, Evidence: acc.evidence[w.num] / evidenceTotal}
@@ -648,6 +652,12 @@ func (x *LexicalIndex) search(parts []WeightedText, set *LexSet, f Filter, limit
 		}
 	}
 	return hits, nil
+}
+
+// queryTerm is an analysed term of a query with its weights (search).
+type queryTerm struct {
+	term       []byte
+	qtf, cover float64
 }
 
 // fieldNames lists the card fields of a mask of x.fields positions, sorted.

@@ -106,7 +106,7 @@ func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused, 
 		if sv := r.serverEntries(cs); len(sv.filter.IDs) > 0 {
 			// The IDs are in server order, so the statistics sum in a
 			// fixed order.
-			hits, err := r.srv.lex.search(text, sv.set, sv.filter, len(sv.filter.IDs), false)
+			hits, err := r.srv.lex.search(nil, text, sv.set, sv.filter, len(sv.filter.IDs), false)
 			if err != nil {
 				r.log.Warn("server entry search failed", "err", err)
 			}

@@ -310,10 +310,12 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 	return top.hits(dst)
 }
 
-// quantScratch is one search's reusable memory.
+// quantScratch is one query's reusable memory for a quantised scan: its
+// codes, the k largest lower bounds (τ the least of them), the rows kept.
 type quantScratch struct {
 	qq   queryQuant
 	lows lowHeap
+	tau  float64
 	keep []keptRow
 	top  []scoredRow
 }
@@ -326,28 +328,48 @@ type keptRow struct {
 // scanQuantised is scanExact's answer from the quantised pre-scan and an
 // exact re-rank of the rows it keeps (quant.go proves they are the same).
 func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k int) []Hit {
+	return m.scanQuantisedMulti([][]Hit{dst}, [][]float32{query}, set, k)[0]
+}
+
+// scanQuantisedMulti is scanQuantised of several queries in one pass over
+// the rows: each row's codes are read once and scored for every query, so
+// the queries of one request share the scan's memory traffic. dsts[j]
+// receives queries[j]'s hits; each answer is scanQuantised's (and so
+// scanExact's) for its query alone.
+func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, set *VecSet, k int) [][]Hit {
 	t := set.tenant
 	n := set.rowCount()
-	sc, _ := m.scratch.Get().(*quantScratch)
-	if sc == nil {
-		sc = &quantScratch{}
+	out := make([][]Hit, len(queries))
+	var scans []*quantScratch // the queries that scan quantised
+	var which []int           // their indices
+	for j, q := range queries {
+		sc, _ := m.scratch.Get().(*quantScratch)
+		if sc == nil {
+			sc = &quantScratch{}
+		}
+		if n <= k || t.wild > 0 || !sc.qq.quantize(q) {
+			m.scratch.Put(sc)
+			out[j] = m.scanExact(dsts[j], q, set, k)
+			continue
+		}
+		sc.lows, sc.keep, sc.tau = sc.lows[:0], sc.keep[:0], math.Inf(-1)
+		scans, which = append(scans, sc), append(which, j)
 	}
-	defer m.scratch.Put(sc)
-	if n <= k || t.wild > 0 || !sc.qq.quantize(query) {
-		return m.scanExact(dst, query, set, k)
+	if len(scans) == 0 {
+		return out
 	}
 	pad := quantPad(m.dim)
-	qq := &sc.qq
-	lows, keep := sc.lows[:0], sc.keep[:0]
-	tau := math.Inf(-1)
 	visit := func(i int32) {
-		lo, hi := qq.bounds(t.quant[i], dotCodes(qq.codes, t.codes[int(i)*pad:(int(i)+1)*pad:(int(i)+1)*pad]))
-		if lo > tau {
-			lows.offer(k, lo)
-			tau = lows.tau(k)
-		}
-		if hi >= tau {
-			keep = append(keep, keptRow{hi, i})
+		codes := t.codes[int(i)*pad : (int(i)+1)*pad : (int(i)+1)*pad]
+		for _, sc := range scans {
+			lo, hi := sc.qq.bounds(t.quant[i], dotCodes(sc.qq.codes, codes))
+			if lo > sc.tau {
+				sc.lows.offer(k, lo)
+				sc.tau = sc.lows.tau(k)
+			}
+			if hi >= sc.tau {
+				sc.keep = append(sc.keep, keptRow{hi, i})
+			}
 		}
 	}
 	if set.rows == nil {
@@ -359,13 +381,22 @@ func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k
 			visit(i)
 		}
 	}
-	// The re-rank, by upper bound descending: once k rows are held, a row
-	// whose upper bound is under the k-th exact score cannot enter, nor
-	// can any after it.
-	// The rows come off a heap, so that only the ones re-ranked are put in
-	// order (rows of equal bounds may come in any order: a row passed over
-	// is in no top k whatever came before it).
-	keep = slices.DeleteFunc(keep, func(kr keptRow) bool { return kr.hi < tau })
+	for x, sc := range scans {
+		j := which[x]
+		out[j] = m.rerank(dsts[j], sc, queries[j], t, k)
+		m.scratch.Put(sc)
+	}
+	return out
+}
+
+// rerank is the end of a quantised scan: the exact top k of the rows it
+// kept. Once k rows are held, a row whose upper bound is under the k-th
+// exact score cannot enter, nor can any with a lower bound. The rows come
+// off a heap by upper bound, so that only the ones re-ranked are put in
+// order (rows of equal bounds may come in any order: a row passed over is
+// in no top k whatever came before it).
+func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *tenantVectors, k int) []Hit {
+	keep := slices.DeleteFunc(sc.keep, func(kr keptRow) bool { return kr.hi < sc.tau })
 	for i := len(keep)/2 - 1; i >= 0; i-- {
 		siftKept(keep, i)
 	}
@@ -383,7 +414,7 @@ func (m *MemoryVectors) scanQuantised(dst []Hit, query []float32, set *VecSet, k
 		siftKept(keep[:n-1], 0)
 	}
 	m.kept.Add(uint64(scored))
-	sc.lows, sc.keep, sc.top = lows, keep, top.heap
+	sc.keep, sc.top = keep, top.heap
 	return top.hits(dst)
 }
 
@@ -491,6 +522,39 @@ func (m *MemoryVectors) check(vec []float32) error {
 		}
 	}
 	return nil
+}
+
+// searchSetMulti is searchSetInto of several queries in one candidate set,
+// scanned together (scanQuantisedMulti): dsts[j] receives queries[j]'s
+// hits, each answer the one searchSetInto gives its query.
+func (m *MemoryVectors) searchSetMulti(dsts [][]Hit, queries [][]float32, set *VecSet, f Filter, k int) ([][]Hit, error) {
+	if k <= 0 {
+		return nil, fmt.Errorf("vector search: k must be positive, got %d", k)
+	}
+	for _, q := range queries {
+		if err := m.check(q); err != nil {
+			return nil, fmt.Errorf("vector search query: %w", err)
+		}
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([][]Hit, len(queries))
+	if f.IDs != nil && len(f.IDs) == 0 {
+		for j := range out {
+			out[j] = []Hit{}
+		}
+		return out, nil
+	}
+	if set == nil || set.m != m || set.version != m.version {
+		set = m.prepare(f)
+	}
+	if set.tenant == nil {
+		for j := range out {
+			out[j] = []Hit{}
+		}
+		return out, nil
+	}
+	return m.scanQuantisedMulti(dsts, queries, set, k), nil
 }
 
 // searchSetInto is SearchSet appending the hits to dst[:0] (the pipeline's
