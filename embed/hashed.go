@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -76,6 +77,9 @@ const (
 type Hashed struct {
 	dim   int
 	model string
+	// scratch is the featurizers of finished Embed calls, reused by the
+	// next ones (a query's embedding is on every discovery's path).
+	scratch sync.Pool // *featurizer
 }
 
 var _ Embedder = (*Hashed)(nil)
@@ -109,7 +113,14 @@ func (h *Hashed) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	// One backing array for all vectors: one allocation instead of len(texts).
 	flat := make([]float32, len(texts)*h.dim)
 	acc := make([]float64, h.dim)
-	var fx featurizer
+	fx, _ := h.scratch.Get().(*featurizer)
+	if fx == nil {
+		fx = &featurizer{}
+	}
+	defer func() {
+		clear(fx.words) // the texts' words
+		h.scratch.Put(fx)
+	}()
 	for i, t := range texts {
 		if i > 0 && i%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -140,7 +151,8 @@ func normalizeInto(v []float32, acc []float64) {
 	}
 }
 
-// featurizer holds scratch space reused across the texts of one Embed call.
+// featurizer holds scratch space reused across the texts of an Embed call
+// and across calls (Hashed.scratch).
 type featurizer struct {
 	words  []string // lower-cased words in text order
 	keep   []bool   // keep[i]: words[i] is used (not a dropped stop word)

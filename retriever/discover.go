@@ -495,7 +495,8 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		t1 := time.Now()
 		fused = demoteDeprecated(r.confident(fused))
 		if !req.Mode.single() {
-			fused = liftServers(fused, r.serverLift(lcs, parts, fused, &sc.sums))
+			// The list's text, as rankText analysed it (parts).
+			fused = liftServers(fused, r.serverLift(lcs, bufs[i].terms, fused, &sc.sums))
 		}
 		if r.collapse {
 			fused = collapseList(fused, &sc.kept, &sc.alts)
@@ -641,7 +642,8 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 // semantic leg, fused. Call with r.mu held.
 func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf) ([]Fused, bool, error) {
 	t0 := time.Now()
-	lex, err := r.lex.search(buf.lex, text, cs.lexSet(r.lex), cs.filter, LegDepth, false)
+	buf.terms = r.lex.queryTerms(buf.terms, text)
+	lex, err := r.lex.searchTerms(buf.lex, buf.terms, cs.lexSet(r.lex), cs.filter, LegDepth, false)
 	if err != nil {
 		return nil, false, fmt.Errorf("lexical search: %w", err)
 	}

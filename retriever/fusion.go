@@ -179,9 +179,10 @@ type fuseBuf struct {
 	out []Fused
 	// at holds, by key, 1 + the position in out of the card with that key
 	// during a join (0: not met); it is all zero between joins.
-	at  []int32
-	lex []Hit // the lexical leg's hits
-	sem []Hit // the semantic leg's hits
+	at    []int32
+	terms []queryTerm // the list's analysed text (LexicalIndex.queryTerms)
+	lex   []Hit       // the lexical leg's hits
+	sem   []Hit       // the semantic leg's hits
 	// semDone: sem holds the list's semantic leg, scanned with the
 	// request's other lists (Retriever.semanticTogether).
 	semDone bool
@@ -191,6 +192,8 @@ type fuseBuf struct {
 func (b *fuseBuf) reset() {
 	clear(b.out[:cap(b.out)])
 	b.out = b.out[:0]
+	clear(b.terms[:cap(b.terms)])
+	b.terms = b.terms[:0]
 	clear(b.lex[:cap(b.lex)])
 	b.lex = b.lex[:0]
 	clear(b.sem[:cap(b.sem)])

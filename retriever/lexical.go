@@ -550,10 +550,16 @@ func (x *LexicalIndex) search(dst []Hit, parts []WeightedText, set *LexSet, f Fi
 	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 {
 		return nil, nil
 	}
-	// The query's distinct terms, in byte order, each with its query
-	// weight (summed over the texts in their order) and its weight in the
-	// coverage (the highest of a text holding it).
-	var terms []queryTerm
+	return x.searchTerms(dst, x.queryTerms(nil, parts), set, f, limit, names)
+}
+
+// queryTerms are a query's distinct analysed terms, in byte order, each
+// with its query weight (summed over the texts in their order) and its
+// weight in the coverage (the highest of a text holding it), appended to
+// dst[:0]. Every LexicalIndex analyses with lexicalAnalyzer, so one index's
+// terms serve another's search (searchTerms).
+func (x *LexicalIndex) queryTerms(dst []queryTerm, parts []WeightedText) []queryTerm {
+	terms := dst[:0]
 	for _, p := range parts {
 		if !(p.Weight > 0) {
 			continue
@@ -568,10 +574,18 @@ func (x *LexicalIndex) search(dst []Hit, parts []WeightedText, set *LexSet, f Fi
 			terms[i].cover = max(terms[i].cover, p.Weight)
 		}
 	}
-	if len(terms) == 0 {
+	slices.SortFunc(terms, func(a, b queryTerm) int { return bytes.Compare(a.term, b.term) })
+	return terms
+}
+
+// searchTerms is search of a query analysed by queryTerms.
+func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
+	}
+	if limit == 0 || (f.IDs != nil && len(f.IDs) == 0) || len(x.fields) == 0 || len(terms) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(terms, func(a, b queryTerm) int { return bytes.Compare(a.term, b.term) })
 
 	x.mu.RLock()
 	defer x.mu.RUnlock()

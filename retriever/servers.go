@@ -90,9 +90,9 @@ type serverSlot struct {
 // serverLift returns the lift of each tool of a ranked list, by position:
 // its server's lift, the server prior × the server's best tool's share of
 // the list's best score, plus the server boost × the server entry's lexical
-// evidence for text. The lifts are in sums' scratch, valid until its next
+// evidence for text (the list's analysed query, queryTerms). The lifts are in sums' scratch, valid until its next
 // use. Call with r.mu held.
-func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused, sums *slotSums) []float64 {
+func (r *Retriever) serverLift(cs *candSet, text []queryTerm, fused []Fused, sums *slotSums) []float64 {
 	if len(fused) == 0 || !(fused[0].Score > 0) {
 		return nil
 	}
@@ -106,7 +106,7 @@ func (r *Retriever) serverLift(cs *candSet, text []WeightedText, fused []Fused, 
 		if sv := r.serverEntries(cs); len(sv.filter.IDs) > 0 {
 			// The IDs are in server order, so the statistics sum in a
 			// fixed order.
-			hits, err := r.srv.lex.search(nil, text, sv.set, sv.filter, len(sv.filter.IDs), false)
+			hits, err := r.srv.lex.searchTerms(nil, text, sv.set, sv.filter, len(sv.filter.IDs), false)
 			if err != nil {
 				r.log.Warn("server entry search failed", "err", err)
 			}
