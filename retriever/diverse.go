@@ -122,13 +122,16 @@ func collapseList(fused []Fused, kept, alts *entryLists) []Fused {
 }
 
 // entryLists are lists of entries by an integer key (a dup group's number,
-// an entry's), each in the order added, in flat scratch that is reused:
-// reset clears only the keys it used.
+// an entry's), each in the order added, in scratch that is reused across
+// requests (reset).
 type entryLists struct {
-	head, tail []int32 // by key: 1 + the index in nodes of its first, last node
-	nodes      []entryNode
-	keys       []uint32 // the keys with a list
+	at    keyTable // key → 1 + the index in ends of its list
+	ends  []listEnds
+	nodes []entryNode
 }
+
+// listEnds are 1 + the indices in nodes of a list's first and last node.
+type listEnds struct{ head, tail int32 }
 
 type entryNode struct {
 	e    *entry
@@ -137,16 +140,17 @@ type entryNode struct {
 
 // add appends e to key's list.
 func (l *entryLists) add(key uint32, e *entry) {
-	l.head, l.tail = reach(l.head, key), reach(l.tail, key)
 	l.nodes = append(l.nodes, entryNode{e: e})
 	at := int32(len(l.nodes))
-	if t := l.tail[key]; t != 0 {
-		l.nodes[t-1].next = at
-	} else {
-		l.head[key] = at
-		l.keys = append(l.keys, key)
+	p := l.at.slot(key)
+	if *p == 0 {
+		l.ends = append(l.ends, listEnds{head: at, tail: at})
+		*p = int32(len(l.ends))
+		return
 	}
-	l.tail[key] = at
+	end := &l.ends[*p-1]
+	l.nodes[end.tail-1].next = at
+	end.tail = at
 }
 
 // addOnce appends e to key's list unless it holds it.
@@ -163,10 +167,11 @@ func (l *entryLists) addOnce(key uint32, e *entry) {
 
 // each calls fn with key's entries in order while it returns true.
 func (l *entryLists) each(key uint32, fn func(*entry) bool) {
-	if int(key) >= len(l.head) {
+	x := l.at.get(key)
+	if x == 0 {
 		return
 	}
-	for i := l.head[key]; i != 0; i = l.nodes[i-1].next {
+	for i := l.ends[x-1].head; i != 0; i = l.nodes[i-1].next {
 		if !fn(l.nodes[i-1].e) {
 			return
 		}
@@ -175,9 +180,7 @@ func (l *entryLists) each(key uint32, fn func(*entry) bool) {
 
 // reset empties every list.
 func (l *entryLists) reset() {
-	for _, k := range l.keys {
-		l.head[k], l.tail[k] = 0, 0
-	}
+	l.at.reset(0)
 	clear(l.nodes)
-	l.nodes, l.keys = l.nodes[:0], l.keys[:0]
+	l.nodes, l.ends = l.nodes[:0], l.ends[:0]
 }

@@ -177,9 +177,9 @@ const ClearEvidence = 0.7
 // The list lent out is the caller's until it gives the buffer back.
 type fuseBuf struct {
 	out []Fused
-	// at holds, by key, 1 + the position in out of the card with that key
-	// during a join (0: not met); it is all zero between joins.
-	at    []int32
+	// at holds, during a join, 1 + the position in out of each key's card
+	// (0: not met); it is empty between joins.
+	at    keyTable
 	terms []queryTerm // the list's analysed text (LexicalIndex.queryTerms)
 	lex   []Hit       // the lexical leg's hits
 	sem   []Hit       // the semantic leg's hits
@@ -205,13 +205,10 @@ func (b *fuseBuf) reset() {
 // unspecified until sortFused. The result is buf's list.
 func joinLegs(lexical, semantic []Hit, buf *fuseBuf) []Fused {
 	out := slices.Grow(buf.out[:0], len(lexical)+len(semantic))
-	at := buf.at
-	slot := func(key uint32) *int32 {
-		at = reach(at, key)
-		return &at[key]
-	}
+	at := &buf.at
+	at.reset(len(lexical) + len(semantic))
 	for i, h := range lexical {
-		p := slot(h.key)
+		p := at.slot(h.key)
 		if *p != 0 {
 			continue
 		}
@@ -228,7 +225,7 @@ func joinLegs(lexical, semantic []Hit, buf *fuseBuf) []Fused {
 		})
 	}
 	for i, h := range semantic {
-		p := slot(h.key)
+		p := at.slot(h.key)
 		if *p == 0 {
 			*p = int32(len(out) + 1)
 			out = append(out, Fused{ID: h.ID, key: h.key, Semantic: h.Score, SemanticRank: i + 1})
@@ -239,11 +236,73 @@ func joinLegs(lexical, semantic []Hit, buf *fuseBuf) []Fused {
 			f.SemanticRank = i + 1
 		}
 	}
-	for i := range out {
-		at[out[i].key] = 0
-	}
-	buf.out, buf.at = out, at
+	buf.out = out
 	return out
+}
+
+// keyTable maps keys (≥ 1) to int32 values by open addressing in arrays of
+// a power-of-two length at least twice its keys (it grows as keys come),
+// so that a request's tables are as large as the request, not as the
+// view's numbers.
+type keyTable struct {
+	keys []uint32 // 0: a free slot
+	vals []int32
+	n    int // keys held
+}
+
+// reset empties the table, sized for n keys (never smaller than it was:
+// the scratch keeps the size of the largest request).
+func (t *keyTable) reset(n int) {
+	size := max(16, len(t.keys))
+	for size < 2*n {
+		size *= 2
+	}
+	if cap(t.keys) < size {
+		t.keys, t.vals = make([]uint32, size), make([]int32, size)
+	}
+	t.keys, t.vals, t.n = t.keys[:size], t.vals[:size], 0
+	clear(t.keys)
+	clear(t.vals)
+}
+
+// slot is key's value, a new one 0.
+func (t *keyTable) slot(key uint32) *int32 {
+	if 2*(t.n+1) > len(t.keys) {
+		old, vals := t.keys, t.vals
+		t.keys, t.vals, t.n = make([]uint32, max(16, 2*len(old))), make([]int32, max(16, 2*len(old))), 0
+		for i, k := range old {
+			if k != 0 {
+				*t.slot(k) = vals[i]
+			}
+		}
+	}
+	mask := uint32(len(t.keys) - 1)
+	for i := (key * 0x9e3779b1) & mask; ; i = (i + 1) & mask {
+		switch t.keys[i] {
+		case key:
+			return &t.vals[i]
+		case 0:
+			t.keys[i] = key
+			t.n++
+			return &t.vals[i]
+		}
+	}
+}
+
+// get is key's value, 0 when it has none.
+func (t *keyTable) get(key uint32) int32 {
+	if len(t.keys) == 0 {
+		return 0
+	}
+	mask := uint32(len(t.keys) - 1)
+	for i := (key * 0x9e3779b1) & mask; ; i = (i + 1) & mask {
+		switch t.keys[i] {
+		case key:
+			return t.vals[i]
+		case 0:
+			return 0
+		}
+	}
 }
 
 // reach returns s long enough to index i: s itself, or s grown (at least

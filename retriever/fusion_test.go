@@ -342,3 +342,35 @@ func TestFuseDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTable: the request tables keyed by entry numbers hold every key
+// given, through growth, and are empty after a reset; collisions (keys a
+// power of two apart) are kept apart.
+func TestKeyTable(t *testing.T) {
+	var kt keyTable
+	for _, n := range []int{0, 5, 300} {
+		kt.reset(n)
+		keys := []uint32{}
+		for i := range 1000 {
+			keys = append(keys, uint32(1+i*1024), uint32(7+i*3))
+		}
+		for i, k := range keys {
+			if p := kt.slot(k); *p == 0 {
+				*p = int32(i + 1)
+			}
+		}
+		for i, k := range keys {
+			first := slices.Index(keys, k)
+			if got := kt.get(k); got != int32(first+1) || first > i {
+				t.Fatalf("reset(%d): key %d holds %d, want %d", n, k, got, first+1)
+			}
+		}
+		if kt.get(5) != 0 {
+			t.Fatalf("reset(%d): an absent key has a value", n)
+		}
+	}
+	kt.reset(0)
+	if kt.n != 0 || kt.get(1) != 0 {
+		t.Fatal("a reset table holds keys")
+	}
+}
