@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // valid returns a minimal valid card.
@@ -247,6 +248,26 @@ func TestSanitize(t *testing.T) {
 	for _, tc := range tests {
 		if got := Sanitize(tc.in); got != tc.want {
 			t.Errorf("Sanitize(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCut(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 5, "short"},
+		{"longer", 5, "long…"},
+		{"émoji 🚚 truck", 8, "émoji 🚚…"}, // code points, never bytes
+		{"中文中文中文", 3, "中文…"},
+		{"", 1, ""},
+		{"ab", 1, "…"},
+	}
+	for _, tc := range tests {
+		if got := Cut(tc.in, tc.n); got != tc.want || utf8.RuneCountInString(got) > tc.n || !utf8.ValidString(got) {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 }

@@ -145,7 +145,7 @@ func normalizeExamples(c *Card) error {
 			return Invalid("search_examples_source.model", "is required when the author is %q", AuthorModel)
 		}
 	default:
-		return Invalid("search_examples_source.author", "%q is not one of %s, %s", truncate(s.Author, 40), AuthorPerson, AuthorModel)
+		return Invalid("search_examples_source.author", "%q is not one of %s, %s", Cut(s.Author, 40), AuthorPerson, AuthorModel)
 	}
 	if err := maxLen("search_examples_source.model", s.Model, MaxExamplesSourceLen); err != nil {
 		return err
@@ -156,7 +156,7 @@ func normalizeExamples(c *Card) error {
 	if s.CardHash == "" {
 		s.CardHash = c.ExamplesBasisHash()
 	} else if !cardHashRule.MatchString(s.CardHash) {
-		return Invalid("search_examples_source.card_hash", "%q must be lower-case hex, at most 64 characters", truncate(s.CardHash, 80))
+		return Invalid("search_examples_source.card_hash", "%q must be lower-case hex, at most 64 characters", Cut(s.CardHash, 80))
 	}
 	return nil
 }

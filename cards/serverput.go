@@ -24,7 +24,7 @@ func NormalizeServer(s *ServerInfo) error {
 			return Invalid(f.name, "is required")
 		}
 		if !nameRule.MatchString(*f.v) {
-			return Invalid(f.name, "%q must match [A-Za-z0-9_.-]{1,%d}", truncate(*f.v, 140), MaxNameLen)
+			return Invalid(f.name, "%q must match [A-Za-z0-9_.-]{1,%d}", Cut(*f.v, 140), MaxNameLen)
 		}
 	}
 	if err := CheckServer("name", s.Name); err != nil {

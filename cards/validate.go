@@ -56,7 +56,7 @@ func CheckName(name string) error {
 		return Invalid("name", "the prefix %q is reserved for cardex's own tools", ReservedPrefix)
 	}
 	if slices.Contains(ReservedNames, l) {
-		return Invalid("name", "%q is reserved: it is the name of one of cardex's own tools (%s)", truncate(name, 40), strings.Join(ReservedNames, ", "))
+		return Invalid("name", "%q is reserved: it is the name of one of cardex's own tools (%s)", Cut(name, 40), strings.Join(ReservedNames, ", "))
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func CheckName(name string) error {
 func CheckServer(field, server string) error {
 	l := strings.ToLower(server)
 	if l == ReservedServer || strings.HasPrefix(l, ReservedPrefix) {
-		return Invalid(field, "%q is reserved for cardex's own tools (the server %q and the prefix %q)", truncate(server, 140), ReservedServer, ReservedPrefix)
+		return Invalid(field, "%q is reserved for cardex's own tools (the server %q and the prefix %q)", Cut(server, 140), ReservedServer, ReservedPrefix)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func Normalize(c *Card) error {
 			return Invalid(f.name, "is required")
 		}
 		if !nameRule.MatchString(*f.v) {
-			return Invalid(f.name, "%q must match [A-Za-z0-9_.-]{1,%d}", truncate(*f.v, 140), MaxNameLen)
+			return Invalid(f.name, "%q must match [A-Za-z0-9_.-]{1,%d}", Cut(*f.v, 140), MaxNameLen)
 		}
 	}
 	if err := CheckName(c.Name); err != nil {
@@ -128,14 +128,14 @@ func Normalize(c *Card) error {
 		c.Kind = KindFunction
 	case KindMCPTool, KindRESTOperation, KindSQLView, KindFunction:
 	default:
-		return Invalid("kind", "%q is not one of mcp_tool, rest_operation, sql_view, function", truncate(string(c.Kind), 40))
+		return Invalid("kind", "%q is not one of mcp_tool, rest_operation, sql_view, function", Cut(string(c.Kind), 40))
 	}
 	switch c.Status {
 	case "":
 		c.Status = StatusActive
 	case StatusActive, StatusPending, StatusRevoked:
 	default:
-		return Invalid("status", "%q is not one of active, pending, revoked", truncate(string(c.Status), 40))
+		return Invalid("status", "%q is not one of active, pending, revoked", Cut(string(c.Status), 40))
 	}
 
 	c.Summary = Sanitize(c.Summary)
@@ -171,10 +171,10 @@ func Normalize(c *Card) error {
 		// Checked before the character rule, which excludes '*' too and
 		// would otherwise hide this more precise message.
 		if strings.Contains(s, "*") {
-			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q: wildcards belong to callers, not to cards", truncate(s, 140))
+			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q: wildcards belong to callers, not to cards", Cut(s, 140))
 		}
 		if !scopeRule.MatchString(s) {
-			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q must match [A-Za-z0-9_.:/-]{1,%d}", truncate(s, 140), MaxScopeLen)
+			return Invalid(fmt.Sprintf("required_scopes[%d]", i), "%q must match [A-Za-z0-9_.:/-]{1,%d}", Cut(s, 140), MaxScopeLen)
 		}
 		scopes = append(scopes, s)
 	}
@@ -300,10 +300,12 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-func truncate(s string, n int) string {
+// Cut shortens s to at most n code points (n ≥ 1): a longer s becomes its
+// first n-1 and "…". It is the one cut of text for people and models
+// (error messages, tables, listed descriptions).
+func Cut(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n]) + "…"
+	return string([]rune(s)[:n-1]) + "…"
 }

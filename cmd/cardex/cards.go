@@ -309,7 +309,7 @@ func cardsListCmd() *cobra.Command {
 			}
 			rows := make([][]string, 0, len(out.Cards))
 			for _, c := range out.Cards {
-				rows = append(rows, []string{c.Server, c.Name, c.Status, strconv.FormatInt(c.Version, 10), strings.Join(c.RequiredScopes, ","), cut(c.Summary, 60)})
+				rows = append(rows, []string{c.Server, c.Name, c.Status, strconv.FormatInt(c.Version, 10), strings.Join(c.RequiredScopes, ","), cards.Cut(c.Summary, 60)})
 			}
 			if err := table([]string{"SERVER", "NAME", "STATUS", "VERSION", "SCOPES", "SUMMARY"}, rows); err != nil {
 				return err
@@ -378,7 +378,7 @@ func printCard(c *pb.Card) error {
 			rows = append(rows, []string{k, v})
 		}
 	}
-	add("description", cut(c.Description, 200))
+	add("description", cards.Cut(c.Description, 200))
 	add("aliases", strings.Join(c.Aliases, "; "))
 	add("tags", strings.Join(c.Tags, ", "))
 	add("when_not_to_use", c.WhenNotToUse)

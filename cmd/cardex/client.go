@@ -233,11 +233,3 @@ func table(header []string, rows [][]string) error {
 	}
 	return w.Flush()
 }
-
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}

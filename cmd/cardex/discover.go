@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed0cff8200/cardex/cards"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
@@ -83,7 +84,7 @@ aliases or tags, ranked by all the words ("+github open an issue").`,
 					row = append(row, answers(t))
 				}
 				rows = append(rows, append(row, fmt.Sprintf("%.4f", t.Scores.Fused), fmt.Sprintf("%.2f", t.Confidence),
-					strconv.Itoa(int(t.Tokens)), cut(t.Card.Summary, 70), t.Reason))
+					strconv.Itoa(int(t.Tokens)), cards.Cut(t.Card.Summary, 70), t.Reason))
 			}
 			if len(rows) > 0 {
 				if err := table(header, rows); err != nil {
@@ -276,7 +277,7 @@ func searchCmd() *cobra.Command {
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for _, t := range resp.Tools {
-				rows = append(rows, []string{t.Server + "/" + t.Name, cut(t.Summary, 90)})
+				rows = append(rows, []string{t.Server + "/" + t.Name, cards.Cut(t.Summary, 90)})
 			}
 			if err := table([]string{"TOOL", "SUMMARY"}, rows); err != nil {
 				return err

@@ -235,9 +235,9 @@ func printEnrichReport(output string, rep enrich.Report) error {
 		note := ""
 		switch {
 		case it.Error != "":
-			note = cut(it.Error, 100)
+			note = cards.Cut(it.Error, 100)
 		case len(it.Phrases) > 0:
-			note = cut(it.Phrases[0], 60)
+			note = cards.Cut(it.Phrases[0], 60)
 			if it.Cached {
 				note += " (cached)"
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/telemetry/discoverylog"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
@@ -49,7 +50,7 @@ var logKinds = map[string]logKind{
 			if e.Degraded {
 				flags = append(flags, "degraded")
 			}
-			return []string{stamp(e.Time), e.ID, e.Tenant, query(e.Query, e.QueryHash), cut(strings.Join(names, ", "), 60),
+			return []string{stamp(e.Time), e.ID, e.Tenant, query(e.Query, e.QueryHash), cards.Cut(strings.Join(names, ", "), 60),
 				strconv.Itoa(e.CandidateCount), fmt.Sprintf("%.1f", e.LatencyMS), dash(strings.Join(flags, ","))}, e.Tenant, nil
 		}},
 	"feedback": {file: "feedback.jsonl", header: []string{"TIME", "TYPE", "TENANT", "DISCOVERY", "TOOL", "MISS", "QUERY"},
@@ -77,7 +78,7 @@ var logKinds = map[string]logKind{
 			if e.Server != "" {
 				tool = e.Server + "/" + e.Tool
 			}
-			return []string{stamp(e.Time), e.ID, e.Via, e.Tenant, dash(tool), e.Outcome, fmt.Sprintf("%.1f", e.LatencyMS), dash(cut(e.Detail, 80))}, e.Tenant, nil
+			return []string{stamp(e.Time), e.ID, e.Via, e.Tenant, dash(tool), e.Outcome, fmt.Sprintf("%.1f", e.LatencyMS), dash(cards.Cut(e.Detail, 80))}, e.Tenant, nil
 		}},
 }
 
@@ -94,9 +95,9 @@ func dash(s string) string {
 func query(raw, hash string) string {
 	switch {
 	case raw != "":
-		return cut(raw, 60)
+		return cards.Cut(raw, 60)
 	case hash != "":
-		return "(hash " + cut(hash, 12) + ")"
+		return "(hash " + cards.Cut(hash, 12) + ")"
 	}
 	return "-"
 }

@@ -53,7 +53,7 @@ func serversListCmd() *cobra.Command {
 			}
 			rows := make([][]string, 0, len(resp.Servers))
 			for _, s := range resp.Servers {
-				rows = append(rows, []string{s.Name, strconv.FormatInt(s.Version, 10), cut(s.Title, 40), cut(s.Description, 60)})
+				rows = append(rows, []string{s.Name, strconv.FormatInt(s.Version, 10), cards.Cut(s.Title, 40), cards.Cut(s.Description, 60)})
 			}
 			return table([]string{"NAME", "VERSION", "TITLE", "DESCRIPTION"}, rows)
 		},

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
@@ -105,7 +106,7 @@ func toolsListCmd() *cobra.Command {
 				if t.Tool != nil {
 					tool = t.Tool.Server + "/" + t.Tool.Name
 				}
-				rows = append(rows, []string{t.Name, tool, cut(t.Description, 80)})
+				rows = append(rows, []string{t.Name, tool, cards.Cut(t.Description, 80)})
 			}
 			if err := table([]string{"NAME", "TOOL", "DESCRIPTION"}, rows); err != nil {
 				return err
@@ -169,13 +170,13 @@ ranked by all the words ("+github open an issue").`,
 					for _, s := range m.GetIntents() {
 						steps = append(steps, strconv.Itoa(int(s)+1))
 					}
-					rows = append(rows, []string{t.Server, t.Name, strings.Join(steps, ","), fmt.Sprintf("%.2f", m.GetConfidence()), cut(t.Summary, 80)})
+					rows = append(rows, []string{t.Server, t.Name, strings.Join(steps, ","), fmt.Sprintf("%.2f", m.GetConfidence()), cards.Cut(t.Summary, 80)})
 				}
 				return table([]string{"SERVER", "NAME", "FOR", "CONF", "SUMMARY"}, rows)
 			}
 			rows := make([][]string, 0, len(resp.Tools))
 			for _, t := range resp.Tools {
-				rows = append(rows, []string{t.Server, t.Name, cut(t.Summary, 90)})
+				rows = append(rows, []string{t.Server, t.Name, cards.Cut(t.Summary, 90)})
 			}
 			return table([]string{"SERVER", "NAME", "SUMMARY"}, rows)
 		},

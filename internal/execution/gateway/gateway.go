@@ -125,7 +125,7 @@ func (g *Gateway) SearchIntents(ctx context.Context, c retriever.Caller, query s
 func Summaries(res retriever.Result) []ToolSummary {
 	out := make([]ToolSummary, 0, len(res.Tools))
 	for _, t := range res.Tools {
-		s := ToolSummary{Name: t.Card.Name, Server: t.Card.Server, Summary: cutRunes(t.Card.Summary, MaxSummaryLen),
+		s := ToolSummary{Name: t.Card.Name, Server: t.Card.Server, Summary: cards.Cut(t.Card.Summary, MaxSummaryLen),
 			Confidence: t.Scores.Confidence, Intents: t.Intents}
 		if k := t.CompanionOf; k != nil {
 			s.CompanionOf = &Ref{Server: k.Server, Name: k.Name}
@@ -189,7 +189,7 @@ func (g *Gateway) SearchPage(ctx context.Context, c retriever.Caller, query stri
 	}
 	out := make([]ToolSummary, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, ToolSummary{Name: r.Name, Server: r.Server, Summary: cutRunes(r.Summary, MaxSummaryLen)})
+		out = append(out, ToolSummary{Name: r.Name, Server: r.Server, Summary: cards.Cut(r.Summary, MaxSummaryLen)})
 	}
 	return out, next, nil
 }
@@ -211,9 +211,7 @@ func (d *Denial) Error() string {
 
 // unknown answers like the retriever does for a card that does not exist.
 func unknown(name string) *Denial {
-	if utf8.RuneCountInString(name) > MaxNameLen {
-		name = cutRunes(name, MaxNameLen)
-	}
+	name = cards.Cut(name, MaxNameLen)
 	return &Denial{Outcome: upstream.OutcomeDeniedUnknown, Message: fmt.Sprintf("%s %q", unknownToolMsg, name)}
 }
 
@@ -480,11 +478,4 @@ func (g *Gateway) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return g.Log
-}
-
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }

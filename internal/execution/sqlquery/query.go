@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/pgjson"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 )
@@ -200,7 +201,7 @@ func Bind(a Args, reserved map[string]string) (Statement, [][]byte, error) {
 			return Statement{}, nil, refuse(RefusedReserved, "params.%s: %q is reserved: this connection binds its value", k, k)
 		}
 		if !upstream.ParamName.MatchString(k) {
-			return Statement{}, nil, refuse(RefusedArguments, "params: %q is not a parameter name ([A-Za-z_][A-Za-z0-9_]{0,62})", cut(k, 70))
+			return Statement{}, nil, refuse(RefusedArguments, "params: %q is not a parameter name ([A-Za-z_][A-Za-z0-9_]{0,62})", cards.Cut(k, 70))
 		}
 		if !slices.Contains(st.Params, k) {
 			return Statement{}, nil, refuse(RefusedArguments, "params.%s: the query has no :%s", k, k)

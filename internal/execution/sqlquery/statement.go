@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 )
 
@@ -81,7 +82,7 @@ func (l *lexer) token(word string) error {
 	return refuse(RefusedStatement, "only a SELECT or WITH query can run here (the statement starts with %s)", describeToken(word))
 }
 
-func describeToken(w string) string { return fmt.Sprintf("%q", cut(w, 40)) }
+func describeToken(w string) string { return fmt.Sprintf("%q", cards.Cut(w, 40)) }
 
 func (l *lexer) run() error {
 	for l.i < len(l.s) {
@@ -161,7 +162,7 @@ func (l *lexer) run() error {
 			}
 			name := l.s[l.i+1 : j]
 			if !upstream.ParamName.MatchString(name) {
-				return refuse(RefusedArguments, "parameter :%s: a name is [A-Za-z_][A-Za-z0-9_]{0,62}", cut(name, 70))
+				return refuse(RefusedArguments, "parameter :%s: a name is [A-Za-z_][A-Za-z0-9_]{0,62}", cards.Cut(name, 70))
 			}
 			n, ok := l.index[name]
 			if !ok {
@@ -308,11 +309,4 @@ func skipSpaceAndComments(s string, i int) int {
 		}
 	}
 	return i
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -85,7 +84,7 @@ func toolFor(c *cards.Card) (*mcp.Tool, error) {
 	if desc == "" {
 		desc = c.Summary
 	}
-	t := &mcp.Tool{Name: name, Description: cutRunes(desc, MaxDescriptionLen), InputSchema: in, Annotations: annotations(c.Annotations)}
+	t := &mcp.Tool{Name: name, Description: cards.Cut(desc, MaxDescriptionLen), InputSchema: in, Annotations: annotations(c.Annotations)}
 	if len(c.OutputSchema) > 0 && objectSchema(c.OutputSchema) {
 		t.OutputSchema = json.RawMessage(c.OutputSchema)
 	}
@@ -111,13 +110,6 @@ func annotations(a cards.Annotations) *mcp.ToolAnnotations {
 		out.IdempotentHint = *a.Idempotent
 	}
 	return out
-}
-
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 const cursorPrefix = "after:"

@@ -235,11 +235,7 @@ func Cut(s string, n int) string {
 }
 
 func printable(s string) string {
-	s = cards.Sanitize(s)
-	if utf8.RuneCountInString(s) > 80 {
-		s = string([]rune(s)[:79]) + "…"
-	}
-	return s
+	return cards.Cut(cards.Sanitize(s), 80)
 }
 
 // ServerInfo is the server entry an MCP server describes in its initialize

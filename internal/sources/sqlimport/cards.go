@@ -57,7 +57,7 @@ func ToCards(tenant, server string, rels []Relation) ([]cards.Card, []Skipped) {
 		name := r.Schema + "." + r.Name
 		switch {
 		case !cards.ValidName(name):
-			skipped = append(skipped, Skipped{Name: cut(name, 80), Reason: "the name does not follow the card-name rule [A-Za-z0-9_.-]{1,128}"})
+			skipped = append(skipped, Skipped{Name: cards.Cut(name, 80), Reason: "the name does not follow the card-name rule [A-Za-z0-9_.-]{1,128}"})
 			continue
 		case !r.Readable:
 			skipped = append(skipped, Skipped{Name: name, Reason: "the importing role may not SELECT it"})
@@ -244,11 +244,4 @@ func Plan(tenant, server string, stored, views []cards.Card, skipped []Skipped, 
 	plan.Changes = append(plan.Changes, qplan.Changes...)
 	slices.SortFunc(plan.Changes, func(a, b catalogsync.Change) int { return strings.Compare(a.Card.Name, b.Card.Name) })
 	return plan, nil
-}
-
-func cut(s string, n int) string {
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
