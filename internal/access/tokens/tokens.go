@@ -4,6 +4,7 @@
 package tokens
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -198,6 +199,30 @@ func (t *Table) Lookup(token string) (Identity, bool) {
 		return Identity{}, false
 	}
 	id, ok := t.byHash[HashToken(token)]
+	return id, ok
+}
+
+// Authenticate returns the identity of a request's Authorization header
+// value: its bearer token's, or the anonymous identity (if enabled) when the
+// value is empty.
+func (t *Table) Authenticate(header string) (Identity, bool) {
+	if header == "" {
+		return t.Anonymous()
+	}
+	return t.Lookup(BearerToken(header))
+}
+
+type identityKey struct{}
+
+// NewContext returns ctx carrying the identity an authenticator found, so
+// that the handler after it need not look the token up again.
+func NewContext(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// FromContext returns the identity NewContext put in ctx.
+func FromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
 	return id, ok
 }
 

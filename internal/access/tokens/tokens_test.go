@@ -3,6 +3,7 @@ package tokens
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,5 +132,48 @@ func TestBearerToken(t *testing.T) {
 		if got := BearerToken(in); got != want {
 			t.Errorf("BearerToken(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	bot := []Entry{{Token: "plain-token-0123456789", Tenant: "acme", Subject: "bot"}}
+	closed, err := New(File{Tokens: bot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := New(File{Tokens: bot, Anonymous: &Identity{Tenant: "acme", Subject: "anyone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		table   *Table
+		header  string
+		subject string
+		ok      bool
+	}{
+		{closed, "Bearer plain-token-0123456789", "bot", true},
+		{closed, "bearer plain-token-0123456789", "bot", true},
+		{closed, "Bearer wrong-token-0123456789", "", false},
+		{closed, "plain-token-0123456789", "", false}, // no scheme
+		{closed, "", "", false},
+		{open, "", "anyone", true},
+		{open, "Bearer wrong-token-0123456789", "", false}, // a wrong token is not anonymous
+		{nil, "Bearer plain-token-0123456789", "", false},
+	} {
+		id, ok := tc.table.Authenticate(tc.header)
+		if ok != tc.ok || id.Subject != tc.subject {
+			t.Errorf("Authenticate(%q) = %+v %v, want subject %q %v", tc.header, id, ok, tc.subject, tc.ok)
+		}
+	}
+}
+
+func TestIdentityInContext(t *testing.T) {
+	if _, ok := FromContext(t.Context()); ok {
+		t.Error("an identity in a context that was given none")
+	}
+	want := Identity{Tenant: "acme", Subject: "bot", Scopes: []string{"orders:read"}}
+	got, ok := FromContext(NewContext(t.Context(), want))
+	if !ok || got.Tenant != want.Tenant || got.Subject != want.Subject || !slices.Equal(got.Scopes, want.Scopes) {
+		t.Errorf("FromContext = %+v %v, want %+v", got, ok, want)
 	}
 }

@@ -196,12 +196,7 @@ func (s *Surfaces) Tokens() *tokens.Table { return s.tokens }
 
 // agent identifies an /mcp request's agent for the rate limits.
 func (s *Surfaces) agent(r *http.Request) (caller, tenant string, ok bool) {
-	var id tokens.Identity
-	if h := r.Header.Get("Authorization"); h != "" {
-		id, ok = s.tokens.Lookup(tokens.BearerToken(h))
-	} else {
-		id, ok = s.tokens.Anonymous()
-	}
+	id, ok := s.tokens.Authenticate(r.Header.Get("Authorization"))
 	return ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, ok
 }
 

@@ -49,21 +49,23 @@ func (s *execution) caller(ctx context.Context) (retriever.Caller, error) {
 	return retriever.Caller{Tenant: id.Tenant, Subject: id.Subject, Scopes: id.Scopes}, nil
 }
 
-// identity is the token's whole identity, disclosure mode included.
+// identity is the token's whole identity, disclosure mode included: the
+// one the server's interceptor found, or, served without it, the one of the
+// call's metadata.
 func (s *execution) identity(ctx context.Context) (tokens.Identity, error) {
+	if id, ok := tokens.FromContext(ctx); ok {
+		return id, nil
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	var header string
 	if v := md.Get("authorization"); len(v) > 0 {
 		header = v[0]
 	}
-	if header == "" {
-		if id, ok := s.tokens.Anonymous(); ok {
-			return id, nil
-		}
+	id, ok := s.tokens.Authenticate(header)
+	switch {
+	case !ok && header == "":
 		return tokens.Identity{}, status.Error(codes.Unauthenticated, "ExecutionService needs an agent token: authorization: Bearer TOKEN")
-	}
-	id, ok := s.tokens.Lookup(tokens.BearerToken(header))
-	if !ok {
+	case !ok:
 		return tokens.Identity{}, status.Error(codes.Unauthenticated, "unknown agent token")
 	}
 	return id, nil

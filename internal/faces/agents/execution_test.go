@@ -24,6 +24,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
+	"github.com/seed0cff8200/cardex/internal/access/tokens"
 	"github.com/seed0cff8200/cardex/internal/execution/gateway"
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
@@ -70,6 +71,7 @@ func visibleToSupport(cs []cards.Card) []cards.Card {
 
 type execEnv struct {
 	client pb.ExecutionServiceClient
+	srv    pb.ExecutionServiceServer // the handlers the client reaches
 	ret    *retriever.Retriever
 }
 
@@ -105,7 +107,8 @@ func startExec(t *testing.T, cs []cards.Card, opts ...retriever.Option) *execEnv
 	}
 	t.Cleanup(func() { s.Close() })
 	gs := grpc.NewServer()
-	pb.RegisterExecutionServiceServer(gs, s.Execution())
+	srv := s.Execution()
+	pb.RegisterExecutionServiceServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +126,7 @@ func startExec(t *testing.T, cs []cards.Card, opts ...retriever.Option) *execEnv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &execEnv{client: pb.NewExecutionServiceClient(conn), ret: ret}
+	return &execEnv{client: pb.NewExecutionServiceClient(conn), srv: srv, ret: ret}
 }
 
 func asAgent(t *testing.T, token string) context.Context {
@@ -301,5 +304,29 @@ func TestCallToolBoundsNumbers(t *testing.T) {
 	_, err := e.client.CallTool(asAgent(t, supportToken), &pb.CallToolRequest{Server: "orders", Name: "get_order", ArgumentsJson: args})
 	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "at '/n/0': the number's exponent is 999999; the limit is ±400") {
 		t.Fatalf("CallTool: %v", err)
+	}
+}
+
+// TestIdentityFromTheInterceptor: behind the server's interceptor, which
+// authenticates the agent token once and puts the identity in the context,
+// the handlers take that identity and look nothing up; served alone, they
+// read the token from the metadata.
+func TestIdentityFromTheInterceptor(t *testing.T) {
+	e := startExec(t, loadCatalogue(t, "../../../examples/catalog", "../../../examples/catalog-other-tenant"))
+	req := &pb.ExecutionServiceDescribeToolRequest{Name: "get_order", Server: "orders"}
+	if _, err := e.srv.DescribeTool(t.Context(), req); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("no identity and no token: %v, want Unauthenticated", err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		ctx := tokens.NewContext(t.Context(), tokens.Identity{Tenant: tenant, Subject: "ops", Scopes: []string{"*"}})
+		res, err := e.srv.DescribeTool(ctx, req)
+		if err != nil || res.GetCard().GetTenant() != tenant {
+			t.Errorf("identity of tenant %s in the context: %v %v", tenant, res.GetCard().GetTenant(), err)
+		}
+	}
+	// Through gRPC without the interceptor: the metadata's token.
+	res, err := e.client.DescribeTool(asAgent(t, globexToken), req)
+	if err != nil || res.GetCard().GetTenant() != "globex" {
+		t.Errorf("globex token: %v %v", res.GetCard().GetTenant(), err)
 	}
 }

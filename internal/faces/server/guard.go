@@ -137,8 +137,8 @@ func (g *guard) mayEvaluate(ctx context.Context) bool {
 	return true
 }
 
-// execution authenticates an ExecutionService call by its agent token (the
-// handlers look the token up again; the identity is the same).
+// execution authenticates an ExecutionService call by its agent token and
+// hands the identity to the handler in the context.
 func (g *guard) execution(ctx context.Context, method string, req any, next grpc.UnaryHandler) (any, error) {
 	if g.agents == nil {
 		return next(ctx, req)
@@ -149,13 +149,7 @@ func (g *guard) execution(ctx context.Context, method string, req any, next grpc
 			header = v[0]
 		}
 	}
-	var id tokens.Identity
-	var ok bool
-	if header == "" {
-		id, ok = g.agents.Anonymous()
-	} else {
-		id, ok = g.agents.Lookup(tokens.BearerToken(header))
-	}
+	id, ok := g.agents.Authenticate(header)
 	if !ok {
 		err := auth.ErrNoCredential
 		if header != "" {
@@ -167,7 +161,7 @@ func (g *guard) execution(ctx context.Context, method string, req any, next grpc
 		return nil, toStatus(g.log, method, err)
 	}
 	name := "agent:" + id.Tenant + "/" + id.Subject
-	return g.limited(ctx, method, name, "", ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, req, next)
+	return g.limited(tokens.NewContext(ctx, id), method, name, "", ratelimit.CallerKey(id.Tenant, id.Subject), id.Tenant, req, next)
 }
 
 // limited runs the call under the rate and in-flight limits and the
