@@ -19,31 +19,39 @@ func BatchItem(i int, c *Card) string {
 // card (FieldError.Item is BatchItem). It stops between cards when ctx
 // ends (the caller went away): compiling a thousand schemas is work.
 func NormalizeBatch(ctx context.Context, cs []Card) ([]Card, error) {
-	norm := make([]Card, len(cs))
-	seen := make(map[Key]int, len(cs))
-	for i := range cs {
+	return normalizeBatch(ctx, cs, func(c Card) Card { return c.Clone() }, Normalize, (*Card).Key, BatchItem, "card")
+}
+
+// normalizeBatch normalises a copy of each entry of a batch of cards or
+// server entries and refuses a key that appears twice; errors name the
+// entry with item.
+func normalizeBatch[T any](ctx context.Context, in []T, clone func(T) T, normalize func(*T) error,
+	key func(*T) Key, item func(int, *T) string, noun string) ([]T, error) {
+	norm := make([]T, len(in))
+	seen := make(map[Key]int, len(in))
+	for i := range in {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		c := cs[i].Clone()
-		if err := Normalize(&c); err != nil {
+		x := clone(in[i])
+		if err := normalize(&x); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
 				out := *fe
-				out.Item = BatchItem(i, &c)
+				out.Item = item(i, &x)
 				return nil, &out
 			}
-			return nil, fmt.Errorf("%s: %w", BatchItem(i, &c), err)
+			return nil, fmt.Errorf("%s: %w", item(i, &x), err)
 		}
-		if j, dup := seen[c.Key()]; dup {
+		if j, dup := seen[key(&x)]; dup {
 			return nil, &FieldError{
-				Item:  BatchItem(i, &c),
+				Item:  item(i, &x),
 				Field: "name",
-				Msg:   fmt.Sprintf("duplicates cards[%d]: a card may appear only once in a batch", j),
+				Msg:   fmt.Sprintf("duplicates %ss[%d]: a %s may appear only once in a batch", noun, j, noun),
 			}
 		}
-		seen[c.Key()] = i
-		norm[i] = c
+		seen[key(&x)] = i
+		norm[i] = x
 	}
 	return norm, nil
 }
@@ -56,25 +64,71 @@ func NormalizeBatch(ctx context.Context, cs []Card) ([]Card, error) {
 // of examples.go (mergeExamples): c may take the stored ones. It sets
 // c.Version and reports whether the card must be written.
 func PlanPut(i int, c *Card, stored *Card, lastDeleted int64) (PutResult, bool, error) {
-	res := PutResult{Key: c.Key()}
+	who := fmt.Sprintf("%s (%s)", BatchItem(i, c), c.Key())
+	if err := checkVersion(who, "card", c.Version, stored, func(s *Card) int64 { return s.Version }); err != nil {
+		return PutResult{Key: c.Key()}, false, err
+	}
+	kept := mergeExamples(c, stored)
+	res, write := nextVersion(c.Key(), &c.Version, stored, func(s *Card) int64 { return s.Version }, func(s *Card) bool { return SameContent(c, s) }, lastDeleted)
+	res.ExamplesKept = kept
+	return res, write, nil
+}
+
+// checkVersion is the optimistic-concurrency rule of every put: a version
+// given (> 0) must be the stored one's. who and noun name the entry in the
+// error ("cards[3] billing/refund (acme/billing/refund)", "card").
+func checkVersion[T any](who, noun string, version int64, stored *T, storedVersion func(*T) int64) error {
 	switch {
-	case c.Version > 0 && stored == nil:
-		return res, false, fmt.Errorf("%w: %s (%s): expected version %d, but the card does not exist",
-			ErrConflict, BatchItem(i, c), c.Key(), c.Version)
-	case c.Version > 0 && c.Version != stored.Version:
-		return res, false, fmt.Errorf("%w: %s (%s): expected version %d, stored version is %d",
-			ErrConflict, BatchItem(i, c), c.Key(), c.Version, stored.Version)
+	case version > 0 && stored == nil:
+		return fmt.Errorf("%w: %s: expected version %d, but the %s does not exist", ErrConflict, who, version, noun)
+	case version > 0 && version != storedVersion(stored):
+		return fmt.Errorf("%w: %s: expected version %d, stored version is %d", ErrConflict, who, version, storedVersion(stored))
 	}
-	res.ExamplesKept = mergeExamples(c, stored)
-	if stored != nil && SameContent(c, stored) {
-		res.Version, res.Outcome = stored.Version, Unchanged
-		return res, false, nil
+	return nil
+}
+
+// nextVersion is the versioning rule of every put: Unchanged when the
+// stored entry has the same content, otherwise the next version (the
+// stored one's + 1, or, when there is none, the last deleted one's + 1, so
+// versions stay monotonic across delete and re-create), set in *version.
+// It reports whether the entry must be written.
+func nextVersion[T any](key Key, version *int64, stored *T, storedVersion func(*T) int64, same func(*T) bool, lastDeleted int64) (PutResult, bool) {
+	res := PutResult{Key: key}
+	switch {
+	case stored != nil && same(stored):
+		res.Version, res.Outcome = storedVersion(stored), Unchanged
+		return res, false
+	case stored != nil:
+		*version, res.Outcome = storedVersion(stored)+1, Updated
+	default:
+		*version, res.Outcome = lastDeleted+1, Created
 	}
-	if stored != nil {
-		c.Version, res.Outcome = stored.Version+1, Updated
-	} else {
-		c.Version, res.Outcome = lastDeleted+1, Created
+	res.Version = *version
+	return res, true
+}
+
+// PlanBatch plans a normalised batch of cards (plan: PlanPut) or server
+// entries (PlanPutServer) from the stored entries and the last deleted
+// versions of its keys: every entry's result, and the indexes of the
+// entries to write. The first conflict fails the whole batch.
+func PlanBatch[T any](norm []T, key func(*T) Key, stored map[Key]T, lastDeleted map[Key]int64,
+	plan func(i int, x *T, stored *T, lastDeleted int64) (PutResult, bool, error)) ([]PutResult, []int, error) {
+	results := make([]PutResult, len(norm))
+	var writes []int
+	for i := range norm {
+		x := &norm[i]
+		var old *T
+		if o, ok := stored[key(x)]; ok {
+			old = &o
+		}
+		res, write, err := plan(i, x, old, lastDeleted[key(x)])
+		if err != nil {
+			return nil, nil, err
+		}
+		results[i] = res
+		if write {
+			writes = append(writes, i)
+		}
 	}
-	res.Version = c.Version
-	return res, true, nil
+	return results, writes, nil
 }

@@ -1,7 +1,7 @@
 package cards
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"strings"
 )
@@ -57,30 +57,8 @@ func ServerBatchItem(i int, s *ServerInfo) string {
 // normalises a copy of each entry and refuses a key that appears twice.
 // Errors name the entry (FieldError.Item is ServerBatchItem).
 func NormalizeServerBatch(ss []ServerInfo) ([]ServerInfo, error) {
-	norm := make([]ServerInfo, len(ss))
-	seen := make(map[Key]int, len(ss))
-	for i := range ss {
-		s := ss[i]
-		if err := NormalizeServer(&s); err != nil {
-			var fe *FieldError
-			if errors.As(err, &fe) {
-				out := *fe
-				out.Item = ServerBatchItem(i, &s)
-				return nil, &out
-			}
-			return nil, fmt.Errorf("%s: %w", ServerBatchItem(i, &s), err)
-		}
-		if j, dup := seen[s.Key()]; dup {
-			return nil, &FieldError{
-				Item:  ServerBatchItem(i, &s),
-				Field: "name",
-				Msg:   fmt.Sprintf("duplicates servers[%d]: a server may appear only once in a batch", j),
-			}
-		}
-		seen[s.Key()] = i
-		norm[i] = s
-	}
-	return norm, nil
+	same := func(s ServerInfo) ServerInfo { return s }
+	return normalizeBatch(context.Background(), ss, same, NormalizeServer, (*ServerInfo).Key, ServerBatchItem, "server")
 }
 
 // SameServerContent reports whether two normalised server entries carry
@@ -95,24 +73,11 @@ func SameServerContent(a, b *ServerInfo) bool {
 // re-create. It sets s.Version and reports whether the entry must be
 // written. The result's Key is ServerKey(tenant, name).
 func PlanPutServer(i int, s *ServerInfo, stored *ServerInfo, lastDeleted int64) (PutResult, bool, error) {
-	res := PutResult{Key: s.Key()}
-	switch {
-	case s.Version > 0 && stored == nil:
-		return res, false, fmt.Errorf("%w: %s (server %s/%s): expected version %d, but the server entry does not exist",
-			ErrConflict, ServerBatchItem(i, s), s.Tenant, s.Name, s.Version)
-	case s.Version > 0 && s.Version != stored.Version:
-		return res, false, fmt.Errorf("%w: %s (server %s/%s): expected version %d, stored version is %d",
-			ErrConflict, ServerBatchItem(i, s), s.Tenant, s.Name, s.Version, stored.Version)
+	version := func(x *ServerInfo) int64 { return x.Version }
+	who := fmt.Sprintf("%s (server %s/%s)", ServerBatchItem(i, s), s.Tenant, s.Name)
+	if err := checkVersion(who, "server entry", s.Version, stored, version); err != nil {
+		return PutResult{Key: s.Key()}, false, err
 	}
-	if stored != nil && SameServerContent(s, stored) {
-		res.Version, res.Outcome = stored.Version, Unchanged
-		return res, false, nil
-	}
-	if stored != nil {
-		s.Version, res.Outcome = stored.Version+1, Updated
-	} else {
-		s.Version, res.Outcome = lastDeleted+1, Created
-	}
-	res.Version = s.Version
-	return res, true, nil
+	res, write := nextVersion(s.Key(), &s.Version, stored, version, func(x *ServerInfo) bool { return SameServerContent(s, x) }, lastDeleted)
+	return res, write, nil
 }
