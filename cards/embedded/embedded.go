@@ -227,37 +227,57 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 	if err != nil {
 		return nil, err
 	}
-	keys := make([][]byte, len(norm))
-	for i := range norm {
-		keys[i] = dbKey(norm[i].Key())
-	}
-	if len(cs) == 0 {
-		return []cards.PutResult{}, nil
-	}
+	return putBatch(ctx, s.db, cardRecords, norm)
+}
 
-	results := make([]cards.PutResult, len(cs))
-	err = s.db.Update(func(tx *bolt.Tx) error {
+// records says how one kind of catalogue entry (cards, server entries) is
+// kept: its bucket, its key, its encoding and its put rule.
+type records[T any] struct {
+	bucket []byte
+	key    func(*T) cards.Key
+	decode func([]byte) (T, error)
+	encode func(*T) ([]byte, error)
+	stamp  func(*T, time.Time)
+	plan   func(i int, x, stored *T, lastDeleted int64) (cards.PutResult, bool, error)
+}
+
+var cardRecords = records[cards.Card]{
+	bucket: bucketCards, key: (*cards.Card).Key, decode: decodeCard, encode: encodeCard,
+	stamp: func(c *cards.Card, t time.Time) { c.UpdatedAt = t }, plan: cards.PlanPut,
+}
+
+// putBatch writes a normalised batch of cards or server entries in one
+// transaction: for each entry, the stored one and the last deleted version
+// of its key (its grave) go to the put rule; an entry to write is stamped
+// with the batch's time and stored, its grave cleared and its change
+// recorded. A failure writes nothing.
+func putBatch[T any](ctx context.Context, db *bolt.DB, r records[T], norm []T) ([]cards.PutResult, error) {
+	results := make([]cards.PutResult, len(norm))
+	if len(norm) == 0 {
+		return results, nil
+	}
+	err := db.Update(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := tx.Bucket(bucketCards)
+		b, graves := tx.Bucket(r.bucket), tx.Bucket(bucketGraves)
 		now := cards.Now()
-		graves := tx.Bucket(bucketGraves)
 		for i := range norm {
-			c := &norm[i]
-			var stored *cards.Card
-			if v := b.Get(keys[i]); v != nil {
-				sc, err := decodeCard(v)
+			x := &norm[i]
+			k := dbKey(r.key(x))
+			var stored *T
+			if v := b.Get(k); v != nil {
+				old, err := r.decode(v)
 				if err != nil {
 					return err
 				}
-				stored = &sc
+				stored = &old
 			}
 			var lastDeleted int64
-			if g := graves.Get(keys[i]); stored == nil && len(g) == 8 {
+			if g := graves.Get(k); stored == nil && len(g) == 8 {
 				lastDeleted = int64(binary.BigEndian.Uint64(g))
 			}
-			res, write, err := cards.PlanPut(i, c, stored, lastDeleted)
+			res, write, err := r.plan(i, x, stored, lastDeleted)
 			if err != nil {
 				return err
 			}
@@ -266,19 +286,19 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 				continue
 			}
 			if lastDeleted > 0 {
-				if err := graves.Delete(keys[i]); err != nil {
+				if err := graves.Delete(k); err != nil {
 					return err
 				}
 			}
-			c.UpdatedAt = now
-			enc, err := encodeCard(c)
+			r.stamp(x, now)
+			enc, err := r.encode(x)
 			if err != nil {
 				return err
 			}
-			if err := b.Put(keys[i], enc); err != nil {
+			if err := b.Put(k, enc); err != nil {
 				return err
 			}
-			if err := recordChange(tx, keys[i], false); err != nil {
+			if err := recordChange(tx, k, false); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -33,62 +34,13 @@ func (s *Store) PutServers(ctx context.Context, ss []cards.ServerInfo) ([]cards.
 	if err != nil {
 		return nil, err
 	}
-	if len(norm) == 0 {
-		return []cards.PutResult{}, nil
-	}
-	results := make([]cards.PutResult, len(norm))
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		b, graves := tx.Bucket(bucketServers), tx.Bucket(bucketGraves)
-		now := cards.Now()
-		for i := range norm {
-			si := &norm[i]
-			key := dbKey(si.Key())
-			var stored *cards.ServerInfo
-			if v := b.Get(key); v != nil {
-				old, err := decodeServer(v)
-				if err != nil {
-					return err
-				}
-				stored = &old
-			}
-			var lastDeleted int64
-			if g := graves.Get(key); stored == nil && len(g) == 8 {
-				lastDeleted = int64(binary.BigEndian.Uint64(g))
-			}
-			res, write, err := cards.PlanPutServer(i, si, stored, lastDeleted)
-			if err != nil {
-				return err
-			}
-			results[i] = res
-			if !write {
-				continue
-			}
-			if lastDeleted > 0 {
-				if err := graves.Delete(key); err != nil {
-					return err
-				}
-			}
-			si.UpdatedAt = now
-			enc, err := json.Marshal(si)
-			if err != nil {
-				return err
-			}
-			if err := b.Put(key, enc); err != nil {
-				return err
-			}
-			if err := recordChange(tx, key, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	return results, nil
+	return putBatch(ctx, s.db, serverRecords, norm)
+}
+
+var serverRecords = records[cards.ServerInfo]{
+	bucket: bucketServers, key: (*cards.ServerInfo).Key, decode: decodeServer,
+	encode: func(si *cards.ServerInfo) ([]byte, error) { return json.Marshal(si) },
+	stamp:  func(si *cards.ServerInfo, t time.Time) { si.UpdatedAt = t }, plan: cards.PlanPutServer,
 }
 
 // GetServer implements cards.Store.

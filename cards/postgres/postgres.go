@@ -290,14 +290,20 @@ func (s *Store) setCounter(ctx context.Context, tx pgx.Tx, seq int64) error {
 // recordChange records one change (r, at sequence r.Seq) in the change log
 // and moves the counter to it.
 func (s *Store) recordChange(ctx context.Context, tx pgx.Tx, r row, deleted bool) error {
-	payload, err := json.Marshal([]row{r})
+	return s.recordChanges(ctx, tx, []row{r}, deleted)
+}
+
+// recordChanges writes the changes of rs (their keys, sequence numbers and
+// versions; rs in sequence order) and moves the counter to the last one.
+func (s *Store) recordChanges(ctx context.Context, tx pgx.Tx, rs []row, deleted bool) error {
+	payload, err := json.Marshal(rs)
 	if err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), deleted); err != nil {
 		return err
 	}
-	return s.setCounter(ctx, tx, r.Seq)
+	return s.setCounter(ctx, tx, rs[len(rs)-1].Seq)
 }
 
 // Put implements cards.Store.
@@ -309,94 +315,129 @@ func (s *Store) Put(ctx context.Context, cs []cards.Card) ([]cards.PutResult, er
 	if err != nil {
 		return nil, err
 	}
-	if len(cs) == 0 {
+	return putBatch(ctx, s, cardRecords, norm)
+}
+
+var cardRecords = records[cards.Card]{
+	op: "put", key: (*cards.Card).Key, plan: cards.PlanPut,
+	stored: func(ctx context.Context, s *Store, tx pgx.Tx, keys []cards.Key) (map[cards.Key]cards.Card, error) {
+		t, sv, n := keyArrays(keys)
+		rows, err := tx.Query(ctx, s.sql(`SELECT `+cardColumns+` FROM {s}.cards
+			WHERE (tenant, server, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`), t, sv, n)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, scanCard, (*cards.Card).Key)
+	},
+	write: func(ctx context.Context, s *Store, tx pgx.Tx, cs []*cards.Card, seqs []int64) error {
+		rs := make([]row, len(cs))
+		for i, c := range cs {
+			rs[i] = toRow(c, seqs[i])
+		}
+		payload, err := json.Marshal(rs)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.sql(upsertCards), string(payload), cards.Now())
+		return err
+	},
+}
+
+// records says how one kind of catalogue entry (cards, server entries) is
+// read and written by a put.
+type records[T any] struct {
+	op   string // names the put in errors
+	key  func(*T) cards.Key
+	plan func(i int, x, stored *T, lastDeleted int64) (cards.PutResult, bool, error)
+	// stored reads the stored entries of keys.
+	stored func(ctx context.Context, s *Store, tx pgx.Tx, keys []cards.Key) (map[cards.Key]T, error)
+	// write stores entries, each with its sequence number.
+	write func(ctx context.Context, s *Store, tx pgx.Tx, xs []*T, seqs []int64) error
+}
+
+// putBatch writes a normalised batch of cards or server entries in one
+// transaction under the change counter's lock: the stored entries and the
+// last deleted versions of their keys go to the put rule, the entries to
+// write get the next sequence numbers, and their changes are recorded. A
+// failure writes nothing.
+func putBatch[T any](ctx context.Context, s *Store, r records[T], norm []T) ([]cards.PutResult, error) {
+	if len(norm) == 0 {
 		return []cards.PutResult{}, nil
 	}
 	keys := make([]cards.Key, len(norm))
 	for i := range norm {
-		keys[i] = norm[i].Key()
+		keys[i] = r.key(&norm[i])
 	}
-	t, sv, n := keyArrays(keys)
-
-	results := make([]cards.PutResult, len(norm))
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var results []cards.PutResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		seq, err := s.lockCounter(ctx, tx)
 		if err != nil {
 			return err
 		}
-		stored := make(map[cards.Key]cards.Card, len(norm))
-		rows, err := tx.Query(ctx, s.sql(`SELECT `+cardColumns+` FROM {s}.cards
-			WHERE (tenant, server, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`), t, sv, n)
+		stored, err := r.stored(ctx, s, tx, keys)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			c, err := scanCard(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			stored[c.Key()] = c
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		graves := map[cards.Key]int64{}
-		rows, err = tx.Query(ctx, s.sql(`SELECT tenant, server, name, version FROM {s}.card_changes
-			WHERE deleted AND (tenant, server, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`), t, sv, n)
+		graves, err := s.lastDeleted(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var k cards.Key
-			var v int64
-			if err := rows.Scan(&k.Tenant, &k.Server, &k.Name, &v); err != nil {
-				rows.Close()
-				return err
-			}
-			graves[k] = v
-		}
-		if err := rows.Err(); err != nil {
+		var writes []int
+		if results, writes, err = cards.PlanBatch(norm, r.key, stored, graves, r.plan); err != nil || len(writes) == 0 {
 			return err
 		}
-
-		var writes []row
-		for i := range norm {
-			c := &norm[i]
-			var old *cards.Card
-			if o, ok := stored[c.Key()]; ok {
-				old = &o
-			}
-			res, write, err := cards.PlanPut(i, c, old, graves[c.Key()])
-			if err != nil {
-				return err
-			}
-			results[i] = res
-			if !write {
-				continue
-			}
+		xs, seqs, changes := make([]*T, len(writes)), make([]int64, len(writes)), make([]row, len(writes))
+		for j, i := range writes {
 			seq++
-			writes = append(writes, toRow(c, seq))
+			k := keys[i]
+			xs[j], seqs[j] = &norm[i], seq
+			changes[j] = row{Tenant: k.Tenant, Server: k.Server, Name: k.Name, Seq: seq, Version: results[i].Version}
 		}
-		if len(writes) == 0 {
-			return nil
-		}
-		payload, err := json.Marshal(writes)
-		if err != nil {
+		if err := r.write(ctx, s, tx, xs, seqs); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, s.sql(upsertCards), string(payload), cards.Now()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), false); err != nil {
-			return err
-		}
-		return s.setCounter(ctx, tx, seq)
+		return s.recordChanges(ctx, tx, changes, false)
 	})
 	if err != nil {
-		return nil, s.wrap(ctx, "put", err)
+		return nil, s.wrap(ctx, r.op, err)
 	}
 	return results, nil
+}
+
+// lastDeleted returns the last version of every deleted card or server
+// entry (a server entry's key has no name) among keys.
+func (s *Store) lastDeleted(ctx context.Context, tx pgx.Tx, keys []cards.Key) (map[cards.Key]int64, error) {
+	t, sv, n := keyArrays(keys)
+	rows, err := tx.Query(ctx, s.sql(`SELECT tenant, server, name, version FROM {s}.card_changes
+		WHERE deleted AND (tenant, server, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`), t, sv, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	graves := map[cards.Key]int64{}
+	for rows.Next() {
+		var k cards.Key
+		var v int64
+		if err := rows.Scan(&k.Tenant, &k.Server, &k.Name, &v); err != nil {
+			return nil, err
+		}
+		graves[k] = v
+	}
+	return graves, rows.Err()
+}
+
+// collect scans rows into a map by key.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error), key func(*T) cards.Key) (map[cards.Key]T, error) {
+	defer rows.Close()
+	out := map[cards.Key]T{}
+	for rows.Next() {
+		x, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[key(&x)] = x
+	}
+	return out, rows.Err()
 }
 
 // Get implements cards.Store.

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,100 +38,34 @@ func (s *Store) PutServers(ctx context.Context, ss []cards.ServerInfo) ([]cards.
 	if err != nil {
 		return nil, err
 	}
-	if len(norm) == 0 {
-		return []cards.PutResult{}, nil
-	}
-	tenants, names := make([]string, len(norm)), make([]string, len(norm))
-	for i := range norm {
-		tenants[i], names[i] = norm[i].Tenant, norm[i].Name
-	}
-	results := make([]cards.PutResult, len(norm))
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		seq, err := s.lockCounter(ctx, tx)
-		if err != nil {
-			return err
-		}
-		stored := map[cards.Key]cards.ServerInfo{}
-		rows, err := tx.Query(ctx, s.sql(`SELECT `+serverColumns+` FROM {s}.servers
-			WHERE (tenant, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`), tenants, names)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			si, err := scanServer(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			stored[si.Key()] = si
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		graves := map[cards.Key]int64{}
-		rows, err = tx.Query(ctx, s.sql(`SELECT tenant, server, version FROM {s}.card_changes
-			WHERE deleted AND name = '' AND (tenant, server) IN (SELECT * FROM unnest($1::text[], $2::text[]))`), tenants, names)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var t, n string
-			var v int64
-			if err := rows.Scan(&t, &n, &v); err != nil {
-				rows.Close()
-				return err
-			}
-			graves[cards.ServerKey(t, n)] = v
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
+	return putBatch(ctx, s, serverRecords, norm)
+}
 
-		var wt, wn, wtitle, wdesc []string
-		var wv []int64
-		var changes []row
-		for i := range norm {
-			si := &norm[i]
-			var old *cards.ServerInfo
-			if o, ok := stored[si.Key()]; ok {
-				old = &o
-			}
-			res, write, err := cards.PlanPutServer(i, si, old, graves[si.Key()])
-			if err != nil {
-				return err
-			}
-			results[i] = res
-			if !write {
-				continue
-			}
-			seq++
-			wt, wn, wtitle, wdesc, wv = append(wt, si.Tenant), append(wn, si.Name), append(wtitle, si.Title), append(wdesc, si.Description), append(wv, si.Version)
-			changes = append(changes, row{Tenant: si.Tenant, Server: si.Name, Seq: seq, Version: si.Version})
+var serverRecords = records[cards.ServerInfo]{
+	op: "put servers", key: (*cards.ServerInfo).Key, plan: cards.PlanPutServer,
+	stored: func(ctx context.Context, s *Store, tx pgx.Tx, keys []cards.Key) (map[cards.Key]cards.ServerInfo, error) {
+		t, names, _ := keyArrays(keys) // a server entry's key: (tenant, name as server)
+		rows, err := tx.Query(ctx, s.sql(`SELECT `+serverColumns+` FROM {s}.servers
+			WHERE (tenant, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`), t, names)
+		if err != nil {
+			return nil, err
 		}
-		if len(changes) == 0 {
-			return nil
+		return collect(rows, scanServer, (*cards.ServerInfo).Key)
+	},
+	write: func(ctx context.Context, s *Store, tx pgx.Tx, ss []*cards.ServerInfo, _ []int64) error {
+		n := len(ss)
+		t, name, title, desc, version := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+		for i, si := range ss {
+			t[i], name[i], title[i], desc[i], version[i] = si.Tenant, si.Name, si.Title, si.Description, si.Version
 		}
-		if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {s}.servers (`+serverColumns+`)
+		_, err := tx.Exec(ctx, s.sql(`INSERT INTO {s}.servers (`+serverColumns+`)
 			SELECT w.tenant, w.name, w.title, w.description, w.version, $6::timestamptz
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS w(tenant, name, title, description, version)
 			ON CONFLICT (tenant, name) DO UPDATE SET title = EXCLUDED.title, description = EXCLUDED.description,
 				version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`),
-			wt, wn, wtitle, wdesc, wv, cards.Now()); err != nil {
-			return err
-		}
-		payload, err := json.Marshal(changes)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, s.sql(upsertChanges), string(payload), false); err != nil {
-			return err
-		}
-		return s.setCounter(ctx, tx, seq)
-	})
-	if err != nil {
-		return nil, s.wrap(ctx, "put servers", err)
-	}
-	return results, nil
+			t, name, title, desc, version, cards.Now())
+		return err
+	},
 }
 
 // GetServer implements cards.Store.
