@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -62,13 +63,11 @@ card by file and position.`,
 			if err := checkCards(in, sources); err != nil {
 				return err
 			}
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.catalog(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
-			client := pb.NewCatalogServiceClient(conn)
+			defer done()
 			// Server entries first (each batch atomic); their results come
 			// first, with an empty name.
 			var results []*pb.PutResult
@@ -226,35 +225,35 @@ func batchError(err error, sources []string, start, total int) error {
 type refFlags struct{ tenant, server string }
 
 func (f *refFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
+	tenantFlag(cmd, &f.tenant)
 	cmd.Flags().StringVar(&f.server, "server", "", "server namespace (or write SERVER/NAME)")
-	addCheck(cmd, func() error { return requireTenant(f.tenant) })
 }
 
 // split accepts NAME with --server, or SERVER/NAME.
-func (f *refFlags) split(arg string) (server, name string) {
-	if s, n, ok := strings.Cut(arg, "/"); ok && f.server == "" {
+func (f *refFlags) split(arg string) (server, name string) { return splitRef(arg, f.server) }
+
+// splitRef reads a tool's or card's name: SERVER/NAME, or NAME with the
+// server a --server flag gave (server, which wins over a "/").
+func splitRef(arg, server string) (string, string) {
+	if s, n, ok := strings.Cut(arg, "/"); ok && server == "" {
 		return s, n
 	}
-	return f.server, arg
+	return server, arg
+}
+
+// tenantFlag registers the required --tenant flag (env CARDEX_TENANT).
+func tenantFlag(cmd *cobra.Command, tenant *string) {
+	cmd.Flags().StringVar(tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
+	addCheck(cmd, func() error { return requireTenant(*tenant) })
 }
 
 func cardsGetCmd() *cobra.Command {
 	var cf clientFlags
 	var rf refFlags
-	cmd := &cobra.Command{
-		Use:   "get SERVER/NAME | NAME --server SERVER",
-		Short: "Show one card as stored (any status)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			defer cancel()
+	cmd := catalogCmd(&cf, "get SERVER/NAME | NAME --server SERVER", "Show one card as stored (any status)", cobra.ExactArgs(1),
+		func(ctx context.Context, c pb.CatalogServiceClient, args []string) error {
 			server, name := rf.split(args[0])
-			resp, err := pb.NewCatalogServiceClient(conn).GetCard(ctx, &pb.GetCardRequest{Tenant: rf.tenant, Server: server, Name: name})
+			resp, err := c.GetCard(ctx, &pb.GetCardRequest{Tenant: rf.tenant, Server: server, Name: name})
 			if err != nil {
 				return err
 			}
@@ -262,9 +261,7 @@ func cardsGetCmd() *cobra.Command {
 				return printPlainJSON(cardJSON(resp.Card))
 			}
 			return printCard(resp.Card)
-		},
-	}
-	cf.register(cmd)
+		})
 	rf.register(cmd)
 	return cmd
 }
@@ -274,22 +271,12 @@ func cardsListCmd() *cobra.Command {
 	var tenant, server, status, cursor string
 	var pageSize int
 	var all bool
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List a tenant's cards in (server, name) order",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			defer cancel()
-			client := pb.NewCatalogServiceClient(conn)
+	cmd := catalogCmd(&cf, "list", "List a tenant's cards in (server, name) order", cobra.NoArgs,
+		func(ctx context.Context, cat pb.CatalogServiceClient, _ []string) error {
 			out := &pb.ListCardsResponse{}
 			req := &pb.ListCardsRequest{Tenant: tenant, Server: server, Status: splitList(status), PageSize: int32(pageSize), Cursor: cursor}
 			for {
-				resp, err := client.ListCards(ctx, req)
+				resp, err := cat.ListCards(ctx, req)
 				if err != nil {
 					return err
 				}
@@ -318,12 +305,9 @@ func cardsListCmd() *cobra.Command {
 				fmt.Fprintf(os.Stderr, "more: --cursor %s (or --all)\n", out.NextCursor)
 			}
 			return nil
-		},
-	}
-	cf.register(cmd)
+		})
 	f := cmd.Flags()
-	f.StringVar(&tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
-	addCheck(cmd, func() error { return requireTenant(tenant) })
+	tenantFlag(cmd, &tenant)
 	f.StringVar(&server, "server", "", "only this server")
 	f.StringVar(&status, "status", "", "only these statuses, comma-separated (active,pending,revoked)")
 	f.IntVar(&pageSize, "page-size", 0, "page size (default 20, at most 100)")
@@ -333,34 +317,65 @@ func cardsListCmd() *cobra.Command {
 }
 
 func cardsDeleteCmd() *cobra.Command {
+	return deleteCmd("delete SERVER/NAME | NAME --server SERVER", "Delete a card (to retire one but keep it, apply it with status: revoked)", "", true,
+		func(ctx context.Context, c pb.CatalogServiceClient, tenant, server, name string, expected int64) (string, error) {
+			_, err := c.DeleteCard(ctx, &pb.DeleteCardRequest{Tenant: tenant, Server: server, Name: name, ExpectedVersion: expected})
+			return tenant + "/" + server + "/" + name, err
+		})
+}
+
+// deleteCmd is `cards delete` and `servers delete`: one catalogue entry of
+// the tenant, named by the argument (SERVER/NAME or --server when
+// withServer), deleted by del, which returns its full name (printed after
+// what), with an optional --expected-version.
+func deleteCmd(use, short, what string, withServer bool,
+	del func(ctx context.Context, c pb.CatalogServiceClient, tenant, server, name string, expected int64) (string, error)) *cobra.Command {
 	var cf clientFlags
 	var rf refFlags
 	var expected int64
+	cmd := catalogCmd(&cf, use, short, cobra.ExactArgs(1), func(ctx context.Context, c pb.CatalogServiceClient, args []string) error {
+		server, name := "", args[0]
+		if withServer {
+			server, name = rf.split(args[0])
+		}
+		deleted, err := del(ctx, c, rf.tenant, server, name, expected)
+		if err != nil {
+			return err
+		}
+		if cf.output == "json" {
+			return printPlainJSON(map[string]string{"deleted": deleted})
+		}
+		fmt.Printf("deleted %s%s\n", what, deleted)
+		return nil
+	})
+	if withServer {
+		rf.register(cmd)
+	} else {
+		tenantFlag(cmd, &rf.tenant)
+	}
+	cmd.Flags().Int64Var(&expected, "expected-version", 0, "fail unless the stored version is this one")
+	return cmd
+}
+
+// catalogCmd is a command that talks to a running server's CatalogService
+// (cards and servers get, list and delete): run gets a client and the
+// context of its calls; cf's flags are registered.
+func catalogCmd(cf *clientFlags, use, short string, args cobra.PositionalArgs,
+	run func(ctx context.Context, c pb.CatalogServiceClient, args []string) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete SERVER/NAME | NAME --server SERVER",
-		Short: "Delete a card (to retire one but keep it, apply it with status: revoked)",
-		Args:  cobra.ExactArgs(1),
+		Use:   use,
+		Short: short,
+		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.catalog(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
-			server, name := rf.split(args[0])
-			if _, err := pb.NewCatalogServiceClient(conn).DeleteCard(ctx, &pb.DeleteCardRequest{Tenant: rf.tenant, Server: server, Name: name, ExpectedVersion: expected}); err != nil {
-				return err
-			}
-			if cf.output == "json" {
-				return printPlainJSON(map[string]string{"deleted": rf.tenant + "/" + server + "/" + name})
-			}
-			fmt.Printf("deleted %s/%s/%s\n", rf.tenant, server, name)
-			return nil
+			defer done()
+			return run(ctx, client, args)
 		},
 	}
 	cf.register(cmd)
-	rf.register(cmd)
-	cmd.Flags().Int64Var(&expected, "expected-version", 0, "fail unless the stored version is this one")
 	return cmd
 }
 

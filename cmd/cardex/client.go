@@ -66,20 +66,51 @@ func checkOutput(o string) error {
 	return nil
 }
 
-func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
+// catalog connects to the server: a CatalogService client, the context of
+// its calls and done, which ends both.
+func (f *clientFlags) catalog(cmd *cobra.Command) (pb.CatalogServiceClient, context.Context, func(), error) {
+	conn, ctx, done, err := f.connect(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pb.NewCatalogServiceClient(conn), ctx, done, nil
+}
+
+// discovery connects to the server: a DiscoveryService client, the context
+// of its calls and done, which ends both.
+func (f *clientFlags) discovery(cmd *cobra.Command) (pb.DiscoveryServiceClient, context.Context, func(), error) {
+	conn, ctx, done, err := f.connect(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pb.NewDiscoveryServiceClient(conn), ctx, done, nil
+}
+
+func (f *clientFlags) connect(cmd *cobra.Command) (*grpc.ClientConn, context.Context, func(), error) {
 	if err := f.check(); err != nil {
 		return nil, nil, nil, err
 	}
-	creds, err := f.tls.creds()
+	return session(cmd, f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", f.token, f.timeout, &f.tls)
+}
+
+// session connects to addr (with the TLS flags t) and returns the
+// connection, the context of its calls — the command's, ending after
+// timeout, carrying token as the bearer credential — and done, which ends
+// both. tokenHint names the token's flag and variable in errors.
+func session(cmd *cobra.Command, addr, tokenHint, token string, timeout time.Duration, t *tlsClientFlags) (*grpc.ClientConn, context.Context, func(), error) {
+	creds, err := t.creds()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--token (CARDEX_TOKEN) or --catalog-token (CARDEX_CATALOG_TOKEN)", creds, true)
+	conn, err := dial(addr, tokenHint, creds, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(f.withToken(cmd.Context()), f.timeout)
-	return conn, ctx, cancel, nil
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	return conn, ctx, func() { cancel(); conn.Close() }, nil
 }
 
 // withToken adds the token, if any, to the calls made with ctx.

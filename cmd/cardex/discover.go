@@ -45,12 +45,11 @@ aliases or tags, ranked by all the words ("+github open an issue").`,
 			if query == "" && len(intents) == 0 {
 				return usageError(`give a query ("QUERY") or at least one --intent`)
 			}
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.discovery(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
+			defer done()
 			req := &pb.DiscoverToolsRequest{Caller: who.caller(), Query: query, Intents: intents, TopK: int32(topK), Fusion: fusion,
 				NoCompanions: noCompanions}
 			if cmd.Flags().Changed("alpha") {
@@ -66,7 +65,7 @@ aliases or tags, ranked by all the words ("+github open an issue").`,
 				}
 				req.AlwaysLoad = append(req.AlwaysLoad, &pb.ToolRef{Server: s, Name: n})
 			}
-			resp, err := pb.NewDiscoveryServiceClient(conn).DiscoverTools(ctx, req)
+			resp, err := client.DiscoverTools(ctx, req)
 			if err != nil {
 				return err
 			}
@@ -163,17 +162,13 @@ func describeCmd() *cobra.Command {
 		Short: "Show one tool the caller may use, with its schemas",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.discovery(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
-			name := args[0]
-			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
-				server, name = s, n
-			}
-			resp, err := pb.NewDiscoveryServiceClient(conn).DescribeTool(ctx, &pb.DescribeToolRequest{Caller: who.caller(), Name: name, Server: server})
+			defer done()
+			server, name := splitRef(args[0], server)
+			resp, err := client.DescribeTool(ctx, &pb.DescribeToolRequest{Caller: who.caller(), Name: name, Server: server})
 			if err != nil {
 				return err
 			}
@@ -207,17 +202,13 @@ func authorizeCmd() *cobra.Command {
 		Short: "Ask whether the caller may run a tool with these arguments (exit 2 when denied)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.discovery(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
-			name := pos[0]
-			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
-				server, name = s, n
-			}
-			resp, err := pb.NewDiscoveryServiceClient(conn).AuthorizeCall(ctx, &pb.AuthorizeCallRequest{Caller: who.caller(), Name: name, Server: server, ArgumentsJson: args})
+			defer done()
+			server, name := splitRef(pos[0], server)
+			resp, err := client.AuthorizeCall(ctx, &pb.AuthorizeCallRequest{Caller: who.caller(), Name: name, Server: server, ArgumentsJson: args})
 			if err != nil {
 				return err
 			}
@@ -258,17 +249,16 @@ func searchCmd() *cobra.Command {
 		Short: "Names and summaries of the caller's tools, ranked by a query or all in order",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.discovery(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
+			defer done()
 			q := ""
 			if len(args) == 1 {
 				q = args[0]
 			}
-			resp, err := pb.NewDiscoveryServiceClient(conn).SearchTools(ctx, &pb.SearchToolsRequest{Caller: who.caller(), Query: q, PageSize: int32(pageSize), Cursor: cursor})
+			resp, err := client.SearchTools(ctx, &pb.SearchToolsRequest{Caller: who.caller(), Query: q, PageSize: int32(pageSize), Cursor: cursor})
 			if err != nil {
 				return err
 			}

@@ -158,12 +158,11 @@ writing them.`,
 			if err != nil {
 				return err
 			}
-			conn, _, cancel, err := cf.connect(cmd)
+			conn, _, done, err := cf.connect(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			cancel()
+			defer done()
 			ctx, stop := signal.NotifyContext(cf.withToken(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runEnrich(ctx, cmd, conn, cf, e, cacheDir, enrich.Options{
@@ -316,7 +315,7 @@ func (g grpcEnrichCatalog) Server(ctx context.Context, tenant, name string) (*ca
 
 // enrichAfterImport is import --enrich: once the import is written, the
 // namespace's cards without current examples are enriched.
-func enrichAfterImport(cmd *cobra.Command, conn *grpc.ClientConn, f *importFlags) error {
+func enrichAfterImport(cmd *cobra.Command, f *importFlags) error {
 	if !f.enrich {
 		return nil
 	}
@@ -329,6 +328,11 @@ func enrichAfterImport(cmd *cobra.Command, conn *grpc.ClientConn, f *importFlags
 	if err != nil {
 		return err
 	}
+	conn, _, done, err := f.cf.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, stop := signal.NotifyContext(f.cf.withToken(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runEnrich(ctx, cmd, conn, f.cf, e, cacheDir, enrich.Options{

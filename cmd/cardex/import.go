@@ -351,22 +351,33 @@ func (g grpcCatalog) Put(ctx context.Context, cs []cards.Card) error {
 	return err
 }
 
+// namespace connects to the server and reads the cards of the import's
+// namespace (--tenant, --server): the catalogue, the context of its calls,
+// done (which ends both) and the stored cards.
+func (f *importFlags) namespace(cmd *cobra.Command) (grpcCatalog, context.Context, func(), []cards.Card, error) {
+	client, ctx, done, err := f.cf.catalog(cmd)
+	if err != nil {
+		return grpcCatalog{}, nil, nil, nil, err
+	}
+	cat := grpcCatalog{c: client}
+	stored, err := cat.List(ctx, f.tenant, f.server)
+	if err != nil {
+		done()
+		return grpcCatalog{}, nil, nil, nil, fmt.Errorf("read the %s/%s cards: %w", f.tenant, f.server, err)
+	}
+	return cat, ctx, done, stored, nil
+}
+
 // runImport diffs the imported cards against the server's namespace, writes
 // the change in one atomic PutCards (unless --dry-run) and reports it. The
 // server entry the source describes (entry, when not nil) is diffed too
 // and written right after the cards, in a PutServers of its own.
 func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []cards.Card, skipped []mcpimport.Skipped, entry *cards.ServerInfo) error {
-	conn, ctx, cancel, err := f.cf.connect(cmd)
+	cat, ctx, done, stored, err := f.namespace(cmd)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	defer cancel()
-	cat := grpcCatalog{c: pb.NewCatalogServiceClient(conn)}
-	stored, err := cat.List(ctx, f.tenant, f.server)
-	if err != nil {
-		return fmt.Errorf("read the %s/%s cards: %w", f.tenant, f.server, err)
-	}
+	defer done()
 	// Skipped tools are still on the server: their cards are not revoked.
 	keep := make([]string, 0, len(skipped))
 	for _, s := range skipped {
@@ -389,7 +400,7 @@ func runImport(cmd *cobra.Command, f *importFlags, kind cards.Kind, imported []c
 	if err := applyPlan(ctx, cat, f, plan, skipped, sch); err != nil {
 		return err
 	}
-	return enrichAfterImport(cmd, conn, f)
+	return enrichAfterImport(cmd, f)
 }
 
 // importCatalog is where an import writes: cards and server entries.

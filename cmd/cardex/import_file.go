@@ -55,13 +55,12 @@ func importFromFile(cmd *cobra.Command, f *importFlags, toolsPath, serversPath s
 		fmt.Fprintf(os.Stderr, "read %d server entries from %s\n", len(entries), serversPath)
 	}
 
-	conn, ctx, cancel, err := f.cf.connect(cmd)
+	client, ctx, done, err := f.cf.catalog(cmd)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	defer cancel()
-	cat := grpcCatalog{c: pb.NewCatalogServiceClient(conn)}
+	defer done()
+	cat := grpcCatalog{c: client}
 	plan, err := catalogsync.PlanBulk(ctx, cat, f.tenant, sources, entries, catalogsync.Options{
 		Kind: cards.KindMCPTool, Scopes: splitList(f.scopes), OverrideScopes: f.overrideScopes, Reactivate: f.reactivate,
 	})
@@ -90,7 +89,7 @@ func importFromFile(cmd *cobra.Command, f *importFlags, toolsPath, serversPath s
 	for _, src := range sources {
 		one := *f
 		one.server = src.Server
-		if err := enrichAfterImport(cmd, conn, &one); err != nil || f.dryRun {
+		if err := enrichAfterImport(cmd, &one); err != nil || f.dryRun {
 			return err
 		}
 	}

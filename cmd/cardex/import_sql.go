@@ -14,7 +14,6 @@ import (
 	"github.com/seed0cff8200/cardex/internal/execution/upstream"
 	"github.com/seed0cff8200/cardex/internal/sources/catalogsync"
 	"github.com/seed0cff8200/cardex/internal/sources/sqlimport"
-	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
 func importSQLCmd() *cobra.Command {
@@ -82,17 +81,11 @@ the REVOKE that takes it away (role_check in -o json). With --upstreams FILE the
 			}
 			f.roleCheck = &findings
 
-			conn, ctx, cancel, err := f.cf.connect(cmd)
+			cat, ctx, done, stored, err := f.namespace(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
-			cat := grpcCatalog{c: pb.NewCatalogServiceClient(conn)}
-			stored, err := cat.List(ctx, f.tenant, f.server)
-			if err != nil {
-				return fmt.Errorf("read the %s/%s cards: %w", f.tenant, f.server, err)
-			}
+			defer done()
 			plan, err := sqlimport.Plan(f.tenant, f.server, stored, views, skipped, reserved, catalogsync.Options{
 				Scopes: splitList(f.scopes), OverrideScopes: f.overrideScopes, Reactivate: f.reactivate,
 			})
@@ -102,7 +95,7 @@ the REVOKE that takes it away (role_check in -o json). With --upstreams FILE the
 			if err := applyPlan(ctx, cat, &f, plan, skipped, nil); err != nil {
 				return err
 			}
-			if err := enrichAfterImport(cmd, conn, &f); err != nil {
+			if err := enrichAfterImport(cmd, &f); err != nil {
 				return err
 			}
 			if upstreamsFile == "" && !f.dryRun {

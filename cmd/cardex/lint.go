@@ -11,7 +11,6 @@ import (
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/ops/lint"
 	"github.com/seed0cff8200/cardex/internal/telemetry/feedback"
-	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
 
 func cardsLintCmd() *cobra.Command {
@@ -98,11 +97,10 @@ func cardsLintCmd() *cobra.Command {
 // remoteCards reads a tenant's cards (of one server, or all) from the
 // running server.
 func remoteCards(cmd *cobra.Command, cf *clientFlags, tenant, server string) ([]cards.Card, error) {
-	conn, ctx, cancel, err := cf.connect(cmd)
+	client, ctx, done, err := cf.catalog(cmd)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	defer cancel()
-	return grpcCatalog{c: pb.NewCatalogServiceClient(conn)}.List(ctx, tenant, server)
+	defer done()
+	return grpcCatalog{c: client}.List(ctx, tenant, server)
 }

@@ -37,13 +37,12 @@ discovery must be from the last hour.`,
 				}
 				req.Outcome = &pb.ReportOutcomeRequest_UsedTool{UsedTool: &pb.ToolRef{Server: server, Name: name}}
 			}
-			conn, ctx, cancel, err := cf.connect(cmd)
+			client, ctx, done, err := cf.discovery(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			defer cancel()
-			resp, err := pb.NewDiscoveryServiceClient(conn).ReportOutcome(ctx, req)
+			defer done()
+			resp, err := client.ReportOutcome(ctx, req)
 			if err != nil {
 				return err
 			}

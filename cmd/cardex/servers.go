@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -20,25 +20,12 @@ func serversCmd() *cobra.Command {
 	return cmd
 }
 
-func tenantFlag(cmd *cobra.Command, tenant *string) {
-	cmd.Flags().StringVar(tenant, "tenant", os.Getenv("CARDEX_TENANT"), "tenant (env CARDEX_TENANT)")
-}
-
 func serversListCmd() *cobra.Command {
 	var cf clientFlags
 	var tenant string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List a tenant's server entries in name order",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			defer cancel()
-			resp, err := pb.NewCatalogServiceClient(conn).ListServers(ctx, &pb.ListServersRequest{Tenant: tenant})
+	cmd := catalogCmd(&cf, "list", "List a tenant's server entries in name order", cobra.NoArgs,
+		func(ctx context.Context, c pb.CatalogServiceClient, _ []string) error {
+			resp, err := c.ListServers(ctx, &pb.ListServersRequest{Tenant: tenant})
 			if err != nil {
 				return err
 			}
@@ -56,9 +43,7 @@ func serversListCmd() *cobra.Command {
 				rows = append(rows, []string{s.Name, strconv.FormatInt(s.Version, 10), cards.Cut(s.Title, 40), cards.Cut(s.Description, 60)})
 			}
 			return table([]string{"NAME", "VERSION", "TITLE", "DESCRIPTION"}, rows)
-		},
-	}
-	cf.register(cmd)
+		})
 	tenantFlag(cmd, &tenant)
 	return cmd
 }
@@ -66,18 +51,9 @@ func serversListCmd() *cobra.Command {
 func serversGetCmd() *cobra.Command {
 	var cf clientFlags
 	var tenant string
-	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one server entry",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			defer cancel()
-			resp, err := pb.NewCatalogServiceClient(conn).ListServers(ctx, &pb.ListServersRequest{Tenant: tenant, Name: args[0]})
+	cmd := catalogCmd(&cf, "get NAME", "Show one server entry", cobra.ExactArgs(1),
+		func(ctx context.Context, c pb.CatalogServiceClient, args []string) error {
+			resp, err := c.ListServers(ctx, &pb.ListServersRequest{Tenant: tenant, Name: args[0]})
 			if err != nil {
 				return err
 			}
@@ -98,40 +74,15 @@ func serversGetCmd() *cobra.Command {
 				rows = append(rows, []string{"updated_at", s.UpdatedAt.AsTime().Format("2006-01-02T15:04:05Z07:00")})
 			}
 			return table([]string{"FIELD", "VALUE"}, rows)
-		},
-	}
-	cf.register(cmd)
+		})
 	tenantFlag(cmd, &tenant)
 	return cmd
 }
 
 func serversDeleteCmd() *cobra.Command {
-	var cf clientFlags
-	var tenant string
-	var expected int64
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a server entry (its cards stay)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, ctx, cancel, err := cf.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			defer cancel()
-			if _, err := pb.NewCatalogServiceClient(conn).DeleteServer(ctx, &pb.DeleteServerRequest{Tenant: tenant, Name: args[0], ExpectedVersion: expected}); err != nil {
-				return err
-			}
-			if cf.output == "json" {
-				return printPlainJSON(map[string]string{"deleted": tenant + "/" + args[0]})
-			}
-			fmt.Printf("deleted server entry %s/%s\n", tenant, args[0])
-			return nil
-		},
-	}
-	cf.register(cmd)
-	tenantFlag(cmd, &tenant)
-	cmd.Flags().Int64Var(&expected, "expected-version", 0, "fail unless the stored version is this one")
-	return cmd
+	return deleteCmd("delete NAME", "Delete a server entry (its cards stay)", "server entry ", false,
+		func(ctx context.Context, c pb.CatalogServiceClient, tenant, _, name string, expected int64) (string, error) {
+			_, err := c.DeleteServer(ctx, &pb.DeleteServerRequest{Tenant: tenant, Name: name, ExpectedVersion: expected})
+			return tenant + "/" + name, err
+		})
 }

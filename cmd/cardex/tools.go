@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -50,19 +49,11 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 }
 
 func (f *agentFlags) connect(cmd *cobra.Command) (pb.ExecutionServiceClient, context.Context, func(), error) {
-	creds, err := f.tls.creds()
+	conn, ctx, done, err := session(cmd, f.addr, "--token or CARDEX_AGENT_TOKEN", f.token, f.timeout, &f.tls)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(f.addr, "--token or CARDEX_AGENT_TOKEN", creds, true)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-	if f.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
-	}
-	return pb.NewExecutionServiceClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+	return pb.NewExecutionServiceClient(conn), ctx, done, nil
 }
 
 func toolsListCmd() *cobra.Command {
@@ -204,10 +195,7 @@ func toolsDescribeCmd() *cobra.Command {
 				return err
 			}
 			defer done()
-			name := args[0]
-			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
-				server, name = s, n
-			}
+			server, name := splitRef(args[0], server)
 			resp, err := client.DescribeTool(ctx, &pb.ExecutionServiceDescribeToolRequest{Name: name, Server: server})
 			if err != nil {
 				return err
@@ -300,10 +288,7 @@ was uncertain, or the file could not be written; 2 the call was refused.`,
 				}
 				argsJSON = string(b)
 			}
-			name := args[0]
-			if s, n, ok := strings.Cut(name, "/"); ok && server == "" {
-				server, name = s, n
-			}
+			server, name := splitRef(args[0], server)
 			client, ctx, done, err := af.connect(cmd)
 			if err != nil {
 				return err
