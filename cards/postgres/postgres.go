@@ -287,6 +287,20 @@ func (s *Store) setCounter(ctx context.Context, tx pgx.Tx, seq int64) error {
 	return err
 }
 
+// lockedVersion takes the change counter's lock and reads one stored
+// version with query: the current sequence number and that version, or
+// notFound.
+func (s *Store) lockedVersion(ctx context.Context, tx pgx.Tx, notFound error, query string, args ...any) (seq, version int64, err error) {
+	if seq, err = s.lockCounter(ctx, tx); err != nil {
+		return 0, 0, err
+	}
+	err = tx.QueryRow(ctx, s.sql(query), args...).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, notFound
+	}
+	return seq, version, err
+}
+
 // recordChange records one change (r, at sequence r.Seq) in the change log
 // and moves the counter to it.
 func (s *Store) recordChange(ctx context.Context, tx pgx.Tx, r row, deleted bool) error {
@@ -557,16 +571,8 @@ func (s *Store) Delete(ctx context.Context, k cards.Key, expectedVersion int64) 
 		return notFound
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		seq, err := s.lockCounter(ctx, tx)
-		if err != nil {
-			return err
-		}
-		var version int64
-		err = tx.QueryRow(ctx, s.sql(`SELECT version FROM {s}.cards WHERE tenant = $1 AND server = $2 AND name = $3`),
-			k.Tenant, k.Server, k.Name).Scan(&version)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound
-		}
+		seq, version, err := s.lockedVersion(ctx, tx, notFound, `SELECT version FROM {s}.cards WHERE tenant = $1 AND server = $2 AND name = $3`,
+			k.Tenant, k.Server, k.Name)
 		if err != nil {
 			return err
 		}

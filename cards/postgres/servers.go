@@ -128,15 +128,7 @@ func (s *Store) DeleteServer(ctx context.Context, tenant, name string, expectedV
 		return notFound
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		seq, err := s.lockCounter(ctx, tx)
-		if err != nil {
-			return err
-		}
-		var version int64
-		err = tx.QueryRow(ctx, s.sql(`SELECT version FROM {s}.servers WHERE tenant = $1 AND name = $2`), tenant, name).Scan(&version)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound
-		}
+		seq, version, err := s.lockedVersion(ctx, tx, notFound, `SELECT version FROM {s}.servers WHERE tenant = $1 AND name = $2`, tenant, name)
 		if err != nil {
 			return err
 		}
@@ -165,16 +157,8 @@ func (s *Store) AddLearned(ctx context.Context, k cards.Key, phrases ...string) 
 	}
 	changed := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		seq, err := s.lockCounter(ctx, tx)
-		if err != nil {
-			return err
-		}
-		var version int64
-		err = tx.QueryRow(ctx, s.sql(`SELECT version FROM {s}.cards WHERE tenant = $1 AND server = $2 AND name = $3`),
-			k.Tenant, k.Server, k.Name).Scan(&version)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound
-		}
+		seq, version, err := s.lockedVersion(ctx, tx, notFound, `SELECT version FROM {s}.cards WHERE tenant = $1 AND server = $2 AND name = $3`,
+			k.Tenant, k.Server, k.Name)
 		if err != nil {
 			return err
 		}
