@@ -209,11 +209,13 @@ func TestMetricsAndJSONLogs(t *testing.T) {
 
 	url := "http://" + httpAddr + "/metrics"
 	var fams map[string]*dto.MetricFamily
-	// The catalogue gauges follow the view in the background: wait for
-	// them (a bound on a wait, not a timing assertion).
+	// The catalogue gauges follow the view in the background: wait until
+	// they reflect every write (a bound on a wait, not a timing assertion;
+	// the server entries, written first, can be counted before the cards).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		fams = scrapeMetrics(t, url)
-		if metricValue(fams, "cardex_catalog_server_entries") == 8 || time.Now().After(deadline) {
+		seq := metricValue(fams, "cardex_store_sequence")
+		if (metricValue(fams, "cardex_catalog_server_entries") == 8 && seq > 0 && metricValue(fams, "cardex_view_sequence") == seq) || time.Now().After(deadline) {
 			break
 		}
 	}
