@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/toolname"
@@ -72,7 +71,7 @@ func Parse(field, s string) (Format, error) {
 	for i, f := range Formats {
 		names[i] = string(f)
 	}
-	return None, cards.Invalid(field, "is %q; it must be one of %s, or empty", cut(s, 40), strings.Join(names, ", "))
+	return None, cards.Invalid(field, "is %q; it must be one of %s, or empty", cards.Cut(s, 40), strings.Join(names, ", "))
 }
 
 // Search reports whether the format answers a provider's tool search call
@@ -218,7 +217,7 @@ func description(c *cards.Card) string {
 	if c.WhenNotToUse != "" {
 		d += "\n\nNot for: " + c.WhenNotToUse
 	}
-	return cut(d, MaxDescriptionLen)
+	return cards.Cut(d, MaxDescriptionLen)
 }
 
 // inputSchema is the card's input schema as registered, or {"type":"object"}
@@ -230,11 +229,4 @@ func inputSchema(c *cards.Card) json.RawMessage {
 		return json.RawMessage(`{"type":"object"}`)
 	}
 	return json.RawMessage(c.InputSchema)
-}
-
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }

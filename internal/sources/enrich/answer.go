@@ -86,7 +86,7 @@ func ParsePhrases(content string, want int) ([]string, []Rejected, error) {
 	for _, p := range raw {
 		clean, reason := checkPhrase(p)
 		if reason != "" {
-			rejected = append(rejected, Rejected{Phrase: cut(cards.Sanitize(p), MaxPhraseLen), Reason: reason})
+			rejected = append(rejected, Rejected{Phrase: cards.Cut(cards.Sanitize(p), MaxPhraseLen), Reason: reason})
 			continue
 		}
 		k := foldKey(clean)
@@ -106,7 +106,7 @@ func ParsePhrases(content string, want int) ([]string, []Rejected, error) {
 		if len(rejected) > 0 {
 			why = fmt.Sprintf("%d refused, the first because it %s", len(rejected), rejected[0].Reason)
 		} else if strings.TrimSpace(content) != "" {
-			why = "no phrase found in " + cut(strings.Join(strings.Fields(content), " "), 120)
+			why = "no phrase found in " + cards.Cut(strings.Join(strings.Fields(content), " "), 120)
 		}
 		return nil, rejected, fmt.Errorf("%w (%s)", ErrNoPhrases, why)
 	}
@@ -207,7 +207,7 @@ func stringList(v any) ([]string, bool) {
 // not).
 func checkPhrase(p string) (string, string) {
 	if len(p) > 8*MaxPhraseLen {
-		return cut(p, MaxPhraseLen), fmt.Sprintf("is %d bytes; the limit is %d characters", len(p), MaxPhraseLen)
+		return cards.Cut(p, MaxPhraseLen), fmt.Sprintf("is %d bytes; the limit is %d characters", len(p), MaxPhraseLen)
 	}
 	p = cards.Sanitize(p)
 	for {

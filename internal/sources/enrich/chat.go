@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/embed/apiclient"
 )
 
@@ -222,7 +223,7 @@ func (c *Chat) readPlain(a *Answer) func(io.Reader) error {
 		}
 		if ch.Message.Content == nil || strings.TrimSpace(*ch.Message.Content) == "" {
 			if ch.Message.Refusal != "" {
-				return fmt.Errorf("%s: the model refused: %s", c.Endpoint(), cut(ch.Message.Refusal, 200))
+				return fmt.Errorf("%s: the model refused: %s", c.Endpoint(), cards.Cut(ch.Message.Refusal, 200))
 			}
 			return fmt.Errorf("%s: the answer has no text (finish reason %q)", c.Endpoint(), a.FinishReason)
 		}
@@ -285,13 +286,4 @@ func (c *Chat) readStream(a *Answer) func(io.Reader) error {
 		a.Content = text.String()
 		return nil
 	}
-}
-
-// cut shortens s to at most n runes.
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

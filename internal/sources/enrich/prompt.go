@@ -98,12 +98,12 @@ func Messages(c *cards.Card, server *cards.ServerInfo, n int) []Message {
 		Tool:         c.Server + "/" + c.Name,
 		Kind:         string(c.Kind),
 		Summary:      cards.Sanitize(c.Summary),
-		Description:  cut(cards.Sanitize(c.Description), maxPromptDescLen),
+		Description:  cards.Cut(cards.Sanitize(c.Description), maxPromptDescLen),
 		Parameters:   parameters(c.InputSchema),
 		WhenNotToUse: cards.Sanitize(c.WhenNotToUse),
 	}
 	if server != nil && (server.Title != "" || server.Description != "") {
-		v.Server = &serverView{Title: cards.Sanitize(server.Title), Description: cut(cards.Sanitize(server.Description), maxServerDescLen)}
+		v.Server = &serverView{Title: cards.Sanitize(server.Title), Description: cards.Cut(cards.Sanitize(server.Description), maxServerDescLen)}
 	}
 	var b strings.Builder
 	b.WriteString("The tool:\n")
@@ -160,13 +160,13 @@ func parameters(schema json.RawMessage) []paramView {
 		if desc == "" {
 			desc = p.Title
 		}
-		pv.Description = cut(cards.Sanitize(desc), maxParamDescLen)
+		pv.Description = cards.Cut(cards.Sanitize(desc), maxParamDescLen)
 		for i, e := range p.Enum {
 			if i == maxEnumShown {
 				pv.Values = append(pv.Values, "…")
 				break
 			}
-			pv.Values = append(pv.Values, cut(cards.Sanitize(fmt.Sprint(e)), 60))
+			pv.Values = append(pv.Values, cards.Cut(cards.Sanitize(fmt.Sprint(e)), 60))
 		}
 		out = append(out, pv)
 	}

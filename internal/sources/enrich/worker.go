@@ -164,7 +164,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (w *Worker) fail(what string, err error) {
 	w.log.Warn("enrichment worker: "+what+" failed", "err", err)
-	w.update(func(s *Status) { s.LastError, s.LastErrorAt = cut(what+": "+err.Error(), 300), time.Now().UTC() })
+	w.update(func(s *Status) { s.LastError, s.LastErrorAt = cards.Cut(what+": "+err.Error(), 300), time.Now().UTC() })
 }
 
 // follow reads the change sequence and enriches changed cards until lead
