@@ -60,6 +60,8 @@ func ConfidenceSamples(ctx context.Context, d *Dataset, b *InProcess, cat *Catal
 	return out, nil
 }
 
+// cutQuery cuts a query to the retriever's limit (MaxQueryLen code points),
+// as the service would refuse it longer.
 func cutQuery(s string) string {
 	if r := []rune(s); len(r) > retriever.MaxQueryLen {
 		return string(r[:retriever.MaxQueryLen])

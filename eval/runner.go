@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -198,9 +197,7 @@ func Run(ctx context.Context, d *Dataset, b Backend, o Options) (*Report, []Miss
 	cut := 0
 	texts := make([]string, len(d.Queries))
 	for i, q := range d.Queries {
-		texts[i] = q.Query
-		if utf8.RuneCountInString(q.Query) > retriever.MaxQueryLen {
-			texts[i] = string([]rune(q.Query)[:retriever.MaxQueryLen])
+		if texts[i] = cutQuery(q.Query); texts[i] != q.Query {
 			cut++
 		}
 	}

@@ -101,21 +101,13 @@ func parseSelect(field, list string) (Operators, error) {
 			server, name = "", it
 		}
 		if !cards.ValidName(name) || (qualified && !cards.ValidName(server)) {
-			return Operators{}, cards.Invalid(field, "select: %q is not SERVER/NAME (each part must match [A-Za-z0-9_.-]{1,%d})", cutOperand(it), cards.MaxNameLen)
+			return Operators{}, cards.Invalid(field, "select: %q is not SERVER/NAME (each part must match [A-Za-z0-9_.-]{1,%d})", cards.Cut(it, 64), cards.MaxNameLen)
 		}
 		if ref := (Ref{Server: server, Name: name}); !slices.Contains(ops.Select, ref) {
 			ops.Select = append(ops.Select, ref)
 		}
 	}
 	return ops, nil
-}
-
-// cutOperand shortens an operand quoted in an error.
-func cutOperand(s string) string {
-	if utf8.RuneCountInString(s) <= 64 {
-		return s
-	}
-	return string([]rune(s)[:63]) + "…"
 }
 
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }

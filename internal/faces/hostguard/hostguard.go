@@ -20,6 +20,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/seed0cff8200/cardex/cards"
 )
 
 // Policy is the set of host names (besides loopback ones) the listener
@@ -56,7 +58,7 @@ func Parse(list string) (Policy, error) {
 func (p Policy) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !p.HostAllowed(r, r.Host) {
-			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q (allowed: loopback names%s)", cut(r.Host, 80), p.named()), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q (allowed: loopback names%s)", cards.Cut(r.Host, 80), p.named()), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -148,11 +150,4 @@ func port(u *url.URL) string {
 		return "443"
 	}
 	return "80"
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
