@@ -30,7 +30,8 @@ import (
 var guides = []string{
 	"README.md", "SECURITY.md",
 	"docs/API.md", "docs/CLI.md", "docs/MCP.md", "docs/IMPORTS.md", "docs/OPERATIONS.md",
-	"docs/CONSOLE.md", "docs/EVAL.md", "docs/BENCHMARKS.md",
+	"docs/CONSOLE.md", "docs/EVAL.md", "docs/BENCHMARKS.md", "docs/INTEGRATIONS.md",
+	"docs/SCALING.md", "docs/ENRICHMENT.md",
 }
 
 // The addresses the pages use for the server; the page's real server
