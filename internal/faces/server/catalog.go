@@ -14,7 +14,7 @@ import (
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
-// MaxBatch bounds PutCards.
+// MaxBatch bounds PutCards and PutServers.
 const MaxBatch = 1000
 
 type catalog struct {
@@ -34,32 +34,49 @@ func (s *catalog) refresh(ctx context.Context) {
 }
 
 func (s *catalog) PutCards(ctx context.Context, req *pb.PutCardsRequest) (*pb.PutCardsResponse, error) {
-	n := len(req.GetCards())
-	if n == 0 {
-		return nil, toStatus(s.log, "PutCards", cards.Invalid("cards", "is empty; send 1 to %d cards", MaxBatch))
-	}
-	if n > MaxBatch {
-		return nil, toStatus(s.log, "PutCards", cards.Invalid("cards", "has %d cards; the limit is %d per request", n, MaxBatch))
-	}
-	in := make([]cards.Card, n)
-	for i, p := range req.GetCards() {
-		in[i] = apiconv.CardFromProto(p)
-	}
-	res, err := s.store.Put(ctx, in)
+	res, err := put(ctx, s, "PutCards", batchNames{field: "cards", plural: "cards", counted: "cards"},
+		req.GetCards(), apiconv.CardFromProto, s.store.Put)
 	if err != nil {
-		err = toStatus(s.log, "PutCards", err)
-		s.audit(ctx, audittrail.Entry{Method: "PutCards", Outcome: "failed",
-			Detail: fmt.Sprintf("%d cards, nothing written: %v", n, err)})
 		return nil, err
 	}
-	s.refresh(ctx)
-	s.audit(ctx, writeEntries("PutCards", res)...)
 	out := &pb.PutCardsResponse{}
 	for _, r := range res {
 		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Name: r.Key.Name, Version: r.Version, Outcome: string(r.Outcome),
 			SearchExamplesKept: r.ExamplesKept})
 	}
 	return out, nil
+}
+
+// batchNames name a put RPC's batch in its messages: the request field,
+// what it holds, and the word its count is given in.
+type batchNames struct{ field, plural, counted string }
+
+// put is PutCards and PutServers: the batch's bounds (InvalidArgument),
+// one atomic store write, the retriever refreshed and every entry audited;
+// a failed batch writes nothing and is audited as failed.
+func put[P, T any](ctx context.Context, s *catalog, method string, names batchNames, in []P, conv func(P) T,
+	write func(context.Context, []T) ([]cards.PutResult, error)) ([]cards.PutResult, error) {
+	n := len(in)
+	if n == 0 {
+		return nil, toStatus(s.log, method, cards.Invalid(names.field, "is empty; send 1 to %d %s", MaxBatch, names.plural))
+	}
+	if n > MaxBatch {
+		return nil, toStatus(s.log, method, cards.Invalid(names.field, "has %d %s; the limit is %d per request", n, names.counted, MaxBatch))
+	}
+	batch := make([]T, n)
+	for i, p := range in {
+		batch[i] = conv(p)
+	}
+	res, err := write(ctx, batch)
+	if err != nil {
+		err = toStatus(s.log, method, err)
+		s.audit(ctx, audittrail.Entry{Method: method, Outcome: "failed",
+			Detail: fmt.Sprintf("%d %s, nothing written: %v", n, names.plural, err)})
+		return nil, err
+	}
+	s.refresh(ctx)
+	s.audit(ctx, writeEntries(method, res)...)
+	return res, nil
 }
 
 func keyFrom(tenant, server, name string) (cards.Key, error) {

@@ -15,26 +15,11 @@ import (
 // they need the catalog token when the server has one (catalogAuth).
 
 func (s *catalog) PutServers(ctx context.Context, req *pb.PutServersRequest) (*pb.PutServersResponse, error) {
-	n := len(req.GetServers())
-	if n == 0 {
-		return nil, toStatus(s.log, "PutServers", cards.Invalid("servers", "is empty; send 1 to %d server entries", MaxBatch))
-	}
-	if n > MaxBatch {
-		return nil, toStatus(s.log, "PutServers", cards.Invalid("servers", "has %d entries; the limit is %d per request", n, MaxBatch))
-	}
-	in := make([]cards.ServerInfo, n)
-	for i, p := range req.GetServers() {
-		in[i] = apiconv.ServerInfoFromProto(p)
-	}
-	res, err := s.store.PutServers(ctx, in)
+	res, err := put(ctx, s, "PutServers", batchNames{field: "servers", plural: "server entries", counted: "entries"},
+		req.GetServers(), apiconv.ServerInfoFromProto, s.store.PutServers)
 	if err != nil {
-		err = toStatus(s.log, "PutServers", err)
-		s.audit(ctx, audittrail.Entry{Method: "PutServers", Outcome: "failed",
-			Detail: fmt.Sprintf("%d server entries, nothing written: %v", n, err)})
 		return nil, err
 	}
-	s.refresh(ctx)
-	s.audit(ctx, writeEntries("PutServers", res)...)
 	out := &pb.PutServersResponse{}
 	for _, r := range res {
 		out.Results = append(out.Results, &pb.PutResult{Tenant: r.Key.Tenant, Server: r.Key.Server, Version: r.Version, Outcome: string(r.Outcome)})
