@@ -34,6 +34,22 @@ type ListQuery struct {
 	Cursor string   // opaque, from a previous page's NextCursor
 }
 
+// PageSize checks a listing request as every backend does (the tenant is
+// required, the page size at most MaxPageSize) and returns the page size to
+// use (DefaultPageSize for none).
+func (q ListQuery) PageSize() (int, error) {
+	if q.Tenant == "" {
+		return 0, Invalid("tenant", "is required")
+	}
+	if q.Limit > MaxPageSize {
+		return 0, Invalid("page_size", "is %d; the limit is %d", q.Limit, MaxPageSize)
+	}
+	if q.Limit <= 0 {
+		return DefaultPageSize, nil
+	}
+	return q.Limit, nil
+}
+
 // ListPage is one page of cards ordered by (server, name).
 type ListPage struct {
 	Cards      []Card

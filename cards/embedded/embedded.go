@@ -358,19 +358,12 @@ func (s *Store) List(ctx context.Context, q cards.ListQuery) (cards.ListPage, er
 	if err := ctx.Err(); err != nil {
 		return cards.ListPage{}, err
 	}
-	if q.Tenant == "" {
-		return cards.ListPage{}, cards.Invalid("tenant", "is required")
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = cards.DefaultPageSize
-	}
-	if limit > cards.MaxPageSize {
-		return cards.ListPage{}, cards.Invalid("page_size", "is %d; the limit is %d", q.Limit, cards.MaxPageSize)
+	limit, err := q.PageSize()
+	if err != nil {
+		return cards.ListPage{}, err
 	}
 	var after []byte
 	if q.Cursor != "" {
-		var err error
 		if after, err = decodeCursor(q.Cursor); err != nil {
 			return cards.ListPage{}, err
 		}
@@ -390,7 +383,7 @@ func (s *Store) List(ctx context.Context, q cards.ListQuery) (cards.ListPage, er
 			seek = prefix
 		}
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err = s.db.View(func(tx *bolt.Tx) error {
 		cur := tx.Bucket(bucketCards).Cursor()
 		for k, v := cur.Seek(seek); k != nil && bytes.HasPrefix(k, prefix); k, v = cur.Next() {
 			if after != nil && bytes.Equal(k, seek) {

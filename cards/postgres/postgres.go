@@ -498,19 +498,12 @@ func (s *Store) List(ctx context.Context, q cards.ListQuery) (cards.ListPage, er
 	if err := ctx.Err(); err != nil {
 		return cards.ListPage{}, err
 	}
-	if q.Tenant == "" {
-		return cards.ListPage{}, cards.Invalid("tenant", "is required")
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = cards.DefaultPageSize
-	}
-	if limit > cards.MaxPageSize {
-		return cards.ListPage{}, cards.Invalid("page_size", "is %d; the limit is %d", q.Limit, cards.MaxPageSize)
+	limit, err := q.PageSize()
+	if err != nil {
+		return cards.ListPage{}, err
 	}
 	var afterServer, afterName string
 	if q.Cursor != "" {
-		var err error
 		if afterServer, afterName, err = decodeCursor(q.Cursor); err != nil {
 			return cards.ListPage{}, err
 		}
