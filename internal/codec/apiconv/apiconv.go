@@ -98,3 +98,23 @@ func CallerFromProto(p *pb.Caller) retriever.Caller {
 		SessionID: p.GetSessionId(),
 	}
 }
+
+// DiscoverRequestFromProto is what a DiscoverTools request asks the
+// retriever for, for caller (the request's own caller, or the one a token
+// stands for): the gRPC handler's and the console playground's request,
+// field by field the same.
+func DiscoverRequestFromProto(req *pb.DiscoverToolsRequest, caller retriever.Caller) retriever.Request {
+	r := retriever.Request{Caller: caller, Query: req.GetQuery(), Intents: req.GetIntents(), TopK: int(req.GetTopK()), Fusion: req.GetFusion(),
+		NoCompanions: req.GetNoCompanions()}
+	if req.Alpha != nil {
+		r.Alpha, r.AlphaSet = req.GetAlpha(), true
+	}
+	if req.MinConfidence != nil {
+		m := req.GetMinConfidence()
+		r.MinConfidence = &m
+	}
+	for _, ref := range req.GetAlwaysLoad() {
+		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
+	}
+	return r
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/access/auth"
 	"github.com/seed0cff8200/cardex/internal/access/ratelimit"
+	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 	"github.com/seed0cff8200/cardex/retriever"
 )
@@ -135,24 +136,6 @@ func (f *playForm) request() (*pb.DiscoverToolsRequest, error) {
 	return req, nil
 }
 
-// discoverRequest is what the DiscoverTools handler makes of req (the same
-// mapping, field by field).
-func discoverRequest(req *pb.DiscoverToolsRequest, caller retriever.Caller) retriever.Request {
-	r := retriever.Request{Caller: caller, Query: req.GetQuery(), Intents: req.GetIntents(), TopK: int(req.GetTopK()), Fusion: req.GetFusion(),
-		NoCompanions: req.GetNoCompanions()}
-	if req.Alpha != nil {
-		r.Alpha, r.AlphaSet = req.GetAlpha(), true
-	}
-	if req.MinConfidence != nil {
-		m := req.GetMinConfidence()
-		r.MinConfidence = &m
-	}
-	for _, ref := range req.GetAlwaysLoad() {
-		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
-	}
-	return r
-}
-
 func (c *Console) playground(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	f := playForm{Query: q.Get("query"), Intents: q.Get("intents"), Tenant: q.Get("tenant"), Subject: q.Get("subject"), Scopes: q.Get("scopes"),
@@ -213,7 +196,7 @@ func (c *Console) discover(r *http.Request, s *session, req *pb.DiscoverToolsReq
 		return dn
 	}
 	defer release()
-	rr := discoverRequest(req, caller)
+	rr := apiconv.DiscoverRequestFromProto(req, caller)
 	res, err := c.cfg.Retriever.Discover(r.Context(), rr)
 	if err != nil {
 		return err

@@ -47,25 +47,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	if err != nil {
 		return nil, toStatus(s.log, "DiscoverTools", err)
 	}
-	r := retriever.Request{
-		Caller:  caller,
-		Query:   req.GetQuery(),
-		Intents: req.GetIntents(),
-		TopK:    int(req.GetTopK()),
-		Fusion:  req.GetFusion(),
-
-		NoCompanions: req.GetNoCompanions(),
-	}
-	if req.Alpha != nil {
-		r.Alpha, r.AlphaSet = req.GetAlpha(), true
-	}
-	if req.MinConfidence != nil {
-		m := req.GetMinConfidence()
-		r.MinConfidence = &m
-	}
-	for _, ref := range req.GetAlwaysLoad() {
-		r.AlwaysLoad = append(r.AlwaysLoad, cards.Key{Server: ref.GetServer(), Name: ref.GetName()})
-	}
+	r := apiconv.DiscoverRequestFromProto(req, caller)
 	if s.autoPins > 0 && s.fb != nil && len(r.AlwaysLoad) == 0 {
 		// The caller's candidates that it may use, so that how many it
 		// gets says nothing of the others.
