@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seed0cff8200/cardex/internal/testkit/pgtest"
 )
 
 // guides must each hold at least one tested example.
@@ -189,32 +191,14 @@ func (s *session) createDatabase(st step) bool {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	name := "doctest_" + hex.EncodeToString(b[:])
-	if err := pgExec(base, "CREATE DATABASE "+name); err != nil {
-		s.t.Fatalf("%s: %v", s.where(st), err)
-	}
-	s.t.Cleanup(func() {
-		if err := pgExec(base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			s.t.Logf("drop database %s: %v", name, err)
-		}
-	})
+	pgtest.Exec(s.t, base, "CREATE DATABASE "+name)
+	s.t.Cleanup(func() { pgtest.Exec(s.t, base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
 	cfg, err := pgx.ParseConfig(base)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.database = fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
 	return true
-}
-
-func pgExec(url, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	_, err = c.Exec(ctx, sql)
-	return err
 }
 
 // env is the environment of the page's processes: nothing of the test's
