@@ -272,6 +272,25 @@ func TestCut(t *testing.T) {
 	}
 }
 
+func TestCutAtWord(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 5, "short"},
+		{"find the order of a customer", 20, "find the order of…"}, // the last space is in the last quarter
+		{"find theorderofacustomer", 20, "find theorderofacus…"},   // it is not: cut as Cut does
+		{"émoji 🚚 truck arrives", 16, "émoji 🚚 truck…"},            // code points, never bytes
+		{"ab", 1, "…"},
+	}
+	for _, tc := range tests {
+		if got := CutAtWord(tc.in, tc.n); got != tc.want || utf8.RuneCountInString(got) > tc.n || !utf8.ValidString(got) {
+			t.Errorf("CutAtWord(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestValidName(t *testing.T) {
 	for s, want := range map[string]bool{
 		"a": true, "get_user.v2-beta": true, strings.Repeat("x", 128): true,

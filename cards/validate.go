@@ -301,11 +301,25 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 }
 
 // Cut shortens s to at most n code points (n ≥ 1): a longer s becomes its
-// first n-1 and "…". It is the one cut of text for people and models
-// (error messages, tables, listed descriptions).
+// first n-1 and "…". It is the cut of text for people and models (error
+// messages, tables, listed descriptions); CutAtWord, of imported text.
 func Cut(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// CutAtWord shortens s to at most n code points like Cut, but at the last
+// space when one is in the last quarter, ending with "…": the importers' cut
+// of a summary, a title or a description.
+func CutAtWord(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	rs := []rune(s)[:n-1]
+	if i := strings.LastIndexFunc(string(rs), unicode.IsSpace); i > 0 && utf8.RuneCountInString(string(rs)[:i]) > n*3/4 {
+		rs = []rune(string(rs)[:i])
+	}
+	return strings.TrimRightFunc(string(rs), unicode.IsSpace) + "…"
 }

@@ -210,8 +210,8 @@ func ReadServersFile(path, tenant string) ([]cards.ServerInfo, error) {
 		}
 		seen[name] = at
 		out = append(out, cards.ServerInfo{Tenant: tenant, Name: name,
-			Title:       Cut(cards.Sanitize(row.Title), cards.MaxSummaryLen),
-			Description: Cut(cards.Sanitize(row.Description), cards.MaxDescriptionLen)})
+			Title:       cards.CutAtWord(cards.Sanitize(row.Title), cards.MaxSummaryLen),
+			Description: cards.CutAtWord(cards.Sanitize(row.Description), cards.MaxDescriptionLen)})
 	}
 	return out, nil
 }

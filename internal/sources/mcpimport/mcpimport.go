@@ -103,13 +103,13 @@ func ToCard(tenant, server string, t *mcp.Tool) (cards.Card, error) {
 		c.Summary = strings.NewReplacer("_", " ", "-", " ", ".", " ").Replace(t.Name)
 	}
 	if desc != c.Summary {
-		c.Description = Cut(desc, cards.MaxDescriptionLen)
+		c.Description = cards.CutAtWord(desc, cards.MaxDescriptionLen)
 	}
 	if title != "" {
-		c.Aliases = []string{Cut(title, cards.MaxAliasLen)}
+		c.Aliases = []string{cards.CutAtWord(title, cards.MaxAliasLen)}
 	}
 	if notice := Deprecation(t.Description); notice != "" {
-		c.WhenNotToUse = Cut(notice, cards.MaxWhenNotToUseLen)
+		c.WhenNotToUse = cards.CutAtWord(notice, cards.MaxWhenNotToUseLen)
 		c.Tags = append(c.Tags, cards.TagDeprecated)
 	}
 	if a := t.Annotations; a != nil {
@@ -161,13 +161,13 @@ func Summary(description string) string {
 // holds it already), both cut so that the whole is within the summary limit.
 func WithNotice(summary, notice string) string {
 	if notice == "" || strings.Contains(summary, notice) {
-		return Cut(summary, cards.MaxSummaryLen)
+		return cards.CutAtWord(summary, cards.MaxSummaryLen)
 	}
-	notice = Cut(notice, cards.MaxSummaryLen/2)
+	notice = cards.CutAtWord(notice, cards.MaxSummaryLen/2)
 	if summary == "" {
 		return notice
 	}
-	return Cut(summary, cards.MaxSummaryLen-1-utf8.RuneCountInString(notice)) + " " + notice
+	return cards.CutAtWord(summary, cards.MaxSummaryLen-1-utf8.RuneCountInString(notice)) + " " + notice
 }
 
 // sentences splits sanitised text after every '.', '!' or '?' that a space
@@ -221,19 +221,6 @@ func Deprecation(description string) string {
 	return ""
 }
 
-// Cut shortens s to at most n code points, at a word boundary when one is
-// near, ending with "…".
-func Cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	rs := []rune(s)[:n-1]
-	if i := strings.LastIndexFunc(string(rs), unicode.IsSpace); i > 0 && utf8.RuneCountInString(string(rs)[:i]) > n*3/4 {
-		rs = []rune(string(rs)[:i])
-	}
-	return strings.TrimRightFunc(string(rs), unicode.IsSpace) + "…"
-}
-
 func printable(s string) string {
 	return cards.Cut(cards.Sanitize(s), 80)
 }
@@ -258,7 +245,7 @@ func ServerInfo(tenant, server string, res *mcp.InitializeResult) (cards.ServerI
 	}
 	parts = append(parts, cards.Sanitize(res.Instructions))
 	parts = slices.DeleteFunc(parts, func(s string) bool { return s == "" })
-	si.Title = Cut(si.Title, cards.MaxSummaryLen)
-	si.Description = Cut(strings.Join(parts, " "), cards.MaxDescriptionLen)
+	si.Title = cards.CutAtWord(si.Title, cards.MaxSummaryLen)
+	si.Description = cards.CutAtWord(strings.Join(parts, " "), cards.MaxDescriptionLen)
 	return si, si.Title != "" || si.Description != ""
 }

@@ -154,7 +154,7 @@ func (r *resolver) card(doc *openapi3.T, tenant, server, path, method string, it
 	}
 	c.Summary = mcpimport.WithNotice(summary, notice)
 	if d := cards.Sanitize(op.Description); d != "" && d != c.Summary {
-		c.Description = mcpimport.Cut(d, cards.MaxDescriptionLen)
+		c.Description = cards.CutAtWord(d, cards.MaxDescriptionLen)
 	}
 	for _, t := range op.Tags {
 		if t = strings.ToLower(cards.Sanitize(t)); t != "" && len([]rune(t)) <= cards.MaxTagLen {
@@ -163,7 +163,7 @@ func (r *resolver) card(doc *openapi3.T, tenant, server, path, method string, it
 	}
 	if notice != "" {
 		c.Tags = append(c.Tags, cards.TagDeprecated)
-		c.WhenNotToUse = mcpimport.Cut(notice, cards.MaxWhenNotToUseLen)
+		c.WhenNotToUse = cards.CutAtWord(notice, cards.MaxWhenNotToUseLen)
 	}
 	c.Annotations = annotations(method)
 
@@ -557,8 +557,8 @@ func ServerInfo(doc *openapi3.T, tenant, server string) (cards.ServerInfo, bool)
 	if doc == nil || doc.Info == nil {
 		return si, false
 	}
-	si.Title = mcpimport.Cut(cards.Sanitize(doc.Info.Title), cards.MaxSummaryLen)
-	si.Description = mcpimport.Cut(cards.Sanitize(doc.Info.Description), cards.MaxDescriptionLen)
+	si.Title = cards.CutAtWord(cards.Sanitize(doc.Info.Title), cards.MaxSummaryLen)
+	si.Description = cards.CutAtWord(cards.Sanitize(doc.Info.Description), cards.MaxDescriptionLen)
 	return si, si.Title != "" || si.Description != ""
 }
 

@@ -86,7 +86,7 @@ func card(tenant, server string, r *Relation) (cards.Card, error) {
 	} else {
 		c.Summary = fmt.Sprintf("The %s %s has no description yet (no COMMENT ON %s).", word, r.Qualified(), commentOn[r.Kind])
 	}
-	c.Description = mcpimport.Cut(description(server, r), cards.MaxDescriptionLen)
+	c.Description = cards.CutAtWord(description(server, r), cards.MaxDescriptionLen)
 
 	info := SQLInfo{Relation: r.Qualified(), Kind: r.Kind, PrimaryKey: r.PrimaryKey, Unique: r.Unique, ForeignKeys: r.ForeignKeys, Identifies: r.Identifies}
 	props := map[string]any{}
@@ -177,7 +177,7 @@ func QueryCard(tenant, server string, reserved, scopes []string) (cards.Card, er
 	c := cards.Card{
 		Tenant: tenant, Server: server, Name: sqlquery.QueryTool, Kind: cards.KindFunction,
 		Summary:        fmt.Sprintf("Run a read-only SQL query (SELECT or WITH) on the %s database and get its rows as JSON.", server),
-		Description:    mcpimport.Cut(d.String(), cards.MaxDescriptionLen),
+		Description:    cards.CutAtWord(d.String(), cards.MaxDescriptionLen),
 		Tags:           []string{"sql"},
 		RequiredScopes: scopes,
 		Annotations:    cards.Annotations{ReadOnly: &t, Destructive: &f, Idempotent: &t, OpenWorld: &f},
