@@ -78,6 +78,9 @@ func TestWorkerFollowsChanges(t *testing.T) {
 		c := f.get("tool_1")
 		return enriched(t, f.store, "acme") == 10 && !c.ExamplesStale()
 	})
+	// The store has both writes before the worker counts them (under load,
+	// a while before).
+	waitFor(t, "both writes counted", func() bool { st := w.Status(); return st.Backlog == 0 && st.Written >= 12 })
 	time.Sleep(100 * time.Millisecond) // its own writes come back as changes: they must cost nothing
 	if st := w.Status(); st.Written != 12 || st.Calls != 12 {
 		t.Errorf("after two changes: %+v", st)
