@@ -17,8 +17,12 @@ import (
 //     a doctest block, is the expected output of that block's last command;
 //   - the last expected line may end in "(exit N)" after two spaces (or be
 //     "(exit N)" alone): the exit status, 0 otherwise;
-//   - <!-- doctest: serve FLAGS -->, <!-- doctest: run COMMAND --> and
-//     <!-- doctest: database --> are directives, on one line each.
+//   - <!-- doctest: serve FLAGS -->, <!-- doctest: run COMMAND -->,
+//     <!-- doctest: database --> and <!-- doctest: eventually --> are
+//     directives, on one line each; eventually marks the commands of the
+//     next doctest block as reads of state that settles after a moment
+//     (metrics gauges): each is run again until it prints what the page
+//     says, for up to eventuallyFor.
 
 // stepKind says what a step does.
 type stepKind int
@@ -37,6 +41,9 @@ type step struct {
 	hidden  bool     // from a "run" directive: not shown on the page
 	want    []string // expected output lines; nil: not compared
 	exit    int      // expected exit status
+	// eventually: run again until the output matches, for up to
+	// eventuallyFor (an eventually directive before the block).
+	eventually bool
 }
 
 var (
@@ -64,6 +71,7 @@ func parse(page string) ([]step, error) {
 	lines := strings.Split(page, "\n")
 	var steps []step
 	lastDoctestEnd := -1 // index of the closing fence of the last doctest block
+	eventually := -1     // line of an eventually directive waiting for its block
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		if m := directiveRE.FindStringSubmatch(line); m != nil {
@@ -77,8 +85,10 @@ func parse(page string) ([]step, error) {
 				steps = append(steps, step{line: i + 1, kind: stepCommand, command: m[2], hidden: true})
 			case "database":
 				steps = append(steps, step{line: i + 1, kind: stepDatabase})
+			case "eventually":
+				eventually = i + 1
 			default:
-				return nil, fmt.Errorf("line %d: unknown doctest directive %q (serve, run, database)", i+1, m[1])
+				return nil, fmt.Errorf("line %d: unknown doctest directive %q (serve, run, database, eventually)", i+1, m[1])
 			}
 			continue
 		}
@@ -114,6 +124,10 @@ func parse(page string) ([]step, error) {
 			if len(cmds) == 0 {
 				return nil, fmt.Errorf("line %d: doctest block without a command", i+1)
 			}
+			for j := range cmds {
+				cmds[j].eventually = eventually > 0
+			}
+			eventually = -1
 			steps = append(steps, cmds...)
 			lastDoctestEnd = end
 		case len(words) >= 1 && words[0] == "output":
@@ -132,6 +146,9 @@ func parse(page string) ([]step, error) {
 			lastDoctestEnd = -1
 		}
 		i = end
+	}
+	if eventually > 0 {
+		return nil, fmt.Errorf("line %d: an eventually directive comes before a doctest block", eventually)
 	}
 	return steps, nil
 }

@@ -220,6 +220,10 @@ func (s *session) env(srv *server) []string {
 	return env
 }
 
+// eventuallyFor bounds how long a command marked eventually is run again
+// until it prints what the page says.
+const eventuallyFor = 10 * time.Second
+
 // envFile keeps the variables a page's commands set, from one to the next.
 const envFile = ".doctest-env"
 
@@ -232,12 +236,21 @@ func (s *session) run(st step) {
 	// variables say.
 	script := fmt.Sprintf("set -a\n[ -f %[1]s ] && . ./%[1]s\nCARDEX_ADDR=%[2]s\n%[3]s\n__doctest_status=$?\nexport -p > %[1]s\nexit $__doctest_status\n",
 		envFile, s.server.grpc, command)
+	deadline := time.Now().Add(eventuallyFor)
 	out, code, err := runBash(s.dir, s.env(s.server), script)
 	if err != nil {
 		s.t.Errorf("%s: %s\n%v", s.where(st), st.command, err)
 		return
 	}
 	got := normalize(strings.NewReplacer(s.server.grpc, docGRPC, s.server.http, docHTTP).Replace(out))
+	for st.eventually && st.want != nil && (code != st.exit || !matches(st.want, got)) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if out, code, err = runBash(s.dir, s.env(s.server), script); err != nil {
+			s.t.Errorf("%s: %s\n%v", s.where(st), st.command, err)
+			return
+		}
+		got = normalize(strings.NewReplacer(s.server.grpc, docGRPC, s.server.http, docHTTP).Replace(out))
+	}
 	if st.want == nil {
 		if code != 0 {
 			s.t.Errorf("%s: %s\nexit status %d (an example without documented output must succeed); it printed:\n%s",

@@ -147,7 +147,16 @@ func TestParse(t *testing.T) {
 		"./cardex not run\n" + // 22
 		"# not compared\n" + // 23
 		"```\n" + // 24
-		"<!-- doctest: database -->\n" // 25
+		"<!-- doctest: database -->\n" + // 25
+		"<!-- doctest: eventually -->\n" + // 26
+		"```sh doctest\n" + // 27
+		"curl -s x/metrics\n" + // 28
+		"# g 1\n" + // 29
+		"./cardex health\n" + // 30
+		"```\n" + // 31
+		"```sh doctest\n" + // 32
+		"./cardex version\n" + // 33
+		"```\n" // 34
 	steps, err := parse(page)
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +168,9 @@ func TestParse(t *testing.T) {
 		{line: 9, kind: stepCommand, command: "cat > a.yaml <<'YAML'\n# not output\nYAML"},
 		{line: 14, kind: stepCommand, command: "./cardex servers list --tenant acme", want: []string{"NAME  VERSION"}},
 		{line: 25, kind: stepDatabase},
+		{line: 28, kind: stepCommand, command: "curl -s x/metrics", want: []string{"g 1"}, eventually: true},
+		{line: 30, kind: stepCommand, command: "./cardex health", eventually: true},
+		{line: 33, kind: stepCommand, command: "./cardex version"},
 	}
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("parse:\n got %+v\nwant %+v", steps, want)
@@ -176,6 +188,7 @@ func TestParseRefusesMalformedMarkers(t *testing.T) {
 		"doctest of another shell": "```bash doctest\nls\n```\n",
 		"empty doctest block":      "```sh doctest\n# nothing\n```\n",
 		"unclosed block":           "```sh doctest\nls\n",
+		"eventually without block": "```sh doctest\nls\n```\n<!-- doctest: eventually -->\n",
 	} {
 		if _, err := parse(page); err == nil {
 			t.Errorf("%s: parsed without an error", name)
