@@ -105,11 +105,8 @@ func BenchmarkPlatform(b *testing.B) {
 	dir := b.TempDir()
 	proxy, proxyHTTP := freePort(b), freePort(b)
 	conf := nginxConfig(b, dir, proxy, proxyHTTP, grpcs, https)
-	ng := exec.Command(nginx, "-c", conf)
-	if err := ng.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { ng.Process.Kill(); ng.Wait() }()
+	ng := startNginx(b, nginx, conf)
+	defer stopNginx(ng)
 	time.Sleep(500 * time.Millisecond)
 
 	// Cold tenants of about 1,000 cards: the first request waits for the load.

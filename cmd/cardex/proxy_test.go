@@ -151,11 +151,8 @@ func TestResidencyBehindNginx(t *testing.T) {
 	if out, err := exec.Command(nginx, "-t", "-c", conf).CombinedOutput(); err != nil {
 		t.Fatalf("nginx -t: %v\n%s", err, out)
 	}
-	ng := exec.Command(nginx, "-c", conf)
-	if err := ng.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ng.Process.Kill(); ng.Wait() })
+	ng := startNginx(t, nginx, conf)
+	t.Cleanup(func() { stopNginx(ng) })
 	for i := 0; ; i++ {
 		if c, err := net.Dial("tcp", proxyGRPC); err == nil {
 			c.Close()
@@ -265,4 +262,30 @@ func TestResidencyBehindNginx(t *testing.T) {
 	if sumHeld != float64(len(tenants)) {
 		t.Errorf("after the kill the two replicas left hold %v tenants; want all %d", sumHeld, len(tenants))
 	}
+}
+
+// startNginx runs nginx with conf in a process group of its own, so that
+// stopNginx leaves none of its workers behind.
+func startNginx(t testing.TB, nginx, conf string) *exec.Cmd {
+	t.Helper()
+	ng := exec.Command(nginx, "-c", conf)
+	ng.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := ng.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return ng
+}
+
+// stopNginx asks nginx to stop (SIGTERM: the master ends its workers) and
+// kills its process group if it has not within 5 s.
+func stopNginx(ng *exec.Cmd) {
+	ng.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { ng.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	syscall.Kill(-ng.Process.Pid, syscall.SIGKILL)
+	<-done
 }
