@@ -5,6 +5,7 @@ package deploy_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v4"
@@ -144,18 +146,33 @@ func render(t *testing.T, h, values string) []object {
 }
 
 // serveHelp is what `cardex serve --help` prints, from a binary built
-// from this tree.
+// from this tree once for the package's tests.
 func serveHelp(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cardex")
-	if out, err := run(t, "go", "build", "-o", bin, "../cmd/cardex"); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	help.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cardex-deploy-test")
+		if err != nil {
+			help.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "cardex")
+		if out, err := run(t, "go", "build", "-o", bin, "../cmd/cardex"); err != nil {
+			help.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		help.text, help.err = run(t, bin, "serve", "--help")
+	})
+	if help.err != nil {
+		t.Fatal(help.err)
 	}
-	out, err := run(t, bin, "serve", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return help.text
+}
+
+var help struct {
+	once sync.Once
+	text string
+	err  error
 }
 
 // flagNames are the flags a help text lists.
