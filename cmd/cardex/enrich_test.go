@@ -173,6 +173,14 @@ func TestEnrichCommand(t *testing.T) {
 	}
 	killed.Process.Kill()
 	killed.Wait()
+	// The killed run's held requests end before the hold is released, so
+	// none of them is answered to a client that has gone.
+	for model.Waiting() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed run's held requests did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	model.Release()
 	first := answered.Load()
 	out, errOut, code = runErr(t, bin, addr, append([]string{"enrich", "--tenant", "initech"}, llmKill...)...)

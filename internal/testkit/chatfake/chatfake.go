@@ -59,6 +59,7 @@ type Server struct {
 	content  func(Request) string
 	hold     chan struct{} // when set, requests past holdAfter wait on it
 	holdFrom int
+	waiting  int // requests waiting on hold now
 }
 
 // New starts a server; it stops when the test ends.
@@ -117,6 +118,14 @@ func (s *Server) Release() {
 	}
 }
 
+// Waiting is how many requests wait on HoldFrom's hold now (a request
+// whose client has gone stops waiting once the server notices).
+func (s *Server) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
 // Calls is how many requests arrived.
 func (s *Server) Calls() int {
 	s.mu.Lock()
@@ -162,12 +171,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if n < s.holdFrom {
 		hold = nil
 	}
+	if hold != nil {
+		s.waiting++
+	}
 	s.mu.Unlock()
 	if hold != nil {
 		select {
 		case <-hold:
 		case <-r.Context().Done():
-			return
+		}
+		s.mu.Lock()
+		s.waiting--
+		s.mu.Unlock()
+		if r.Context().Err() != nil {
+			return // the client has gone: no answer
 		}
 	}
 	if h != nil {
