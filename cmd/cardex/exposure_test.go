@@ -181,7 +181,13 @@ func TestServeRefusesExposure(t *testing.T) {
 
 func writeTemp(t *testing.T, name, content string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
+	return writeFileIn(t, t.TempDir(), name, content)
+}
+
+// writeFileIn writes content to dir/name (mode 0600) and returns its path.
+func writeFileIn(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}

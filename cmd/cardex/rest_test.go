@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,18 +30,11 @@ func TestImportOpenAPIAndCallREST(t *testing.T) {
 	defer ps.Close()
 
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
+	t.Setenv("CARDEX_AGENT_TOKENS", writeFileIn(t, dir, "tokens.yaml", `tokens:
   - {token: pets-agent-token-0123456789, tenant: acme, subject: pets-agent, scopes: ["read:pets", "write:pets", "petstore:*"]}
   - {token: reader-agent-token-0123456789, tenant: acme, subject: reader, scopes: ["read:pets"]}
 `))
-	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", `upstreams:
+	t.Setenv("CARDEX_UPSTREAMS", writeFileIn(t, dir, "upstreams.yaml", `upstreams:
   - server: petstore
     kind: rest
     base_url: `+ps.BaseURL+`
@@ -50,12 +42,7 @@ func TestImportOpenAPIAndCallREST(t *testing.T) {
     timeout: 1s
 `))
 	t.Setenv("PETSTORE_API_KEY", key)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpAddr := l.Addr().String()
-	l.Close()
+	mcpAddr := freePort(t)
 	t.Setenv("CARDEX_HTTP_LISTEN", mcpAddr)
 	t.Setenv("CARDEX_AGENT_TOKEN", "pets-agent-token-0123456789")
 

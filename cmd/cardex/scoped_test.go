@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,30 +27,18 @@ func TestImportIsClosedUntilScoped(t *testing.T) {
 	ps := petstore.Start(key)
 	defer ps.Close()
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
+	t.Setenv("CARDEX_AGENT_TOKENS", writeFileIn(t, dir, "tokens.yaml", `tokens:
   - {token: files-agent-token-0123456789, tenant: acme, subject: files-agent, scopes: ["files:read"], disclosure: full}
   - {token: pets-reader-token-0123456789, tenant: acme, subject: pets-reader, scopes: ["petstore:read"], disclosure: full}
 `))
-	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", `upstreams:
+	t.Setenv("CARDEX_UPSTREAMS", writeFileIn(t, dir, "upstreams.yaml", `upstreams:
   - server: petstore
     kind: rest
     base_url: `+ps.BaseURL+`
     headers: {api_key: "${PETSTORE_API_KEY}"}
 `))
 	t.Setenv("PETSTORE_API_KEY", key)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpAddr := l.Addr().String()
-	l.Close()
+	mcpAddr := freePort(t)
 	t.Setenv("CARDEX_HTTP_LISTEN", mcpAddr)
 
 	bin := buildBinary(t)

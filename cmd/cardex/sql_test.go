@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,15 +27,8 @@ func TestSQLViews(t *testing.T) {
 			url := db.url(t)
 			s := pgtest.Inventory(t, url)
 			dir := t.TempDir()
-			write := func(name, body string) string {
-				p := filepath.Join(dir, name)
-				if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
 			t.Setenv("INVENTORY_DATABASE_URL", url)
-			upstreams := write("upstreams.yaml", `upstreams:
+			upstreams := writeFileIn(t, dir, "upstreams.yaml", `upstreams:
   - server: inventory
     sql:
       database_url: "${INVENTORY_DATABASE_URL}"
@@ -45,16 +37,11 @@ func TestSQLViews(t *testing.T) {
       reserved_params: {region: eu-west-1}
 `)
 			t.Setenv("CARDEX_UPSTREAMS", upstreams)
-			t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
+			t.Setenv("CARDEX_AGENT_TOKENS", writeFileIn(t, dir, "tokens.yaml", `tokens:
   - {token: oncall-token-0123456789, tenant: acme, subject: oncall-agent, scopes: ["inventory:read", "pii:read"]}
   - {token: reader-token-0123456789, tenant: acme, subject: reader-agent, scopes: ["inventory:read"]}
 `))
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("CARDEX_HTTP_LISTEN", l.Addr().String())
-			l.Close()
+			t.Setenv("CARDEX_HTTP_LISTEN", freePort(t))
 			addr, _ := startServer(t, bin, filepath.Join(dir, "data"))
 
 			imp := []string{"import", "sql", "--schema", s, "--server", "inventory", "--tenant", "acme", "--scopes", "inventory:read"}
@@ -115,7 +102,7 @@ func TestSQLViews(t *testing.T) {
 			call := func(sql string, params map[string]any, output string) (queryReceipt, string, string, int) {
 				t.Helper()
 				b, _ := json.Marshal(map[string]any{"sql": strings.ReplaceAll(sql, "S.", s+"."), "params": params})
-				args := write("args.json", string(b))
+				args := writeFileIn(t, dir, "args.json", string(b))
 				out, errOut, code := runFull(t, bin, addr, "tools", "call", "inventory/query", "--json-file", args, "--output", output)
 				var rec queryReceipt
 				_ = json.Unmarshal([]byte(out), &rec)
@@ -180,7 +167,7 @@ func TestSQLViews(t *testing.T) {
 			c["required_scopes"] = []string{"inventory:read", "pii:read"}
 			delete(c, "version")
 			b, _ := json.Marshal(c)
-			if out, errOut, code = runFull(t, bin, addr, "cards", "apply", "-f", write("owners.json", string(b))); code != 0 || !strings.Contains(out, "1 updated") {
+			if out, errOut, code = runFull(t, bin, addr, "cards", "apply", "-f", writeFileIn(t, dir, "owners.json", string(b))); code != 0 || !strings.Contains(out, "1 updated") {
 				t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 			}
 			out, errOut, code = runFull(t, bin, addr, append(imp, "--upstreams", upstreams)...)

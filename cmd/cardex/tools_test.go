@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,25 +45,13 @@ func TestImportAndToolsCall(t *testing.T) {
 	defer up.Close()
 
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	t.Setenv("CARDEX_AGENT_TOKENS", write("tokens.yaml", `tokens:
+	t.Setenv("CARDEX_AGENT_TOKENS", writeFileIn(t, dir, "tokens.yaml", `tokens:
   - {token: agent-token-0123456789, tenant: acme, subject: notes-agent, scopes: ["notes:read"], always_load: [notes/get_note, notes/delete_note]}
   - {token: small-agent-token-0123, tenant: acme, subject: small-agent, scopes: ["notes:read"], disclosure: full}
 `))
-	t.Setenv("CARDEX_UPSTREAMS", write("upstreams.yaml", "upstreams:\n  - {server: notes, url: "+up.URL+"}\n"))
+	t.Setenv("CARDEX_UPSTREAMS", writeFileIn(t, dir, "upstreams.yaml", "upstreams:\n  - {server: notes, url: "+up.URL+"}\n"))
 	// A free port for /mcp, so the test can connect an MCP client to it.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpAddr := l.Addr().String()
-	l.Close()
+	mcpAddr := freePort(t)
 	t.Setenv("CARDEX_HTTP_LISTEN", mcpAddr)
 	t.Setenv("CARDEX_AGENT_TOKEN", "agent-token-0123456789")
 
@@ -100,7 +87,7 @@ func TestImportAndToolsCall(t *testing.T) {
 	}
 	// The printed card is a card file: change its scope and apply it again.
 	card := strings.Replace(out, `"notes:read"`, `"notes:admin"`, 1)
-	cardFile := write("delete_note.json", card)
+	cardFile := writeFileIn(t, dir, "delete_note.json", card)
 	if out, code = run(t, bin, addr, "cards", "apply", "-f", cardFile); code != 0 || !strings.Contains(out, "1 updated") {
 		t.Fatalf("apply: %d\n%s", code, out)
 	}
@@ -113,7 +100,7 @@ func TestImportAndToolsCall(t *testing.T) {
 		t.Fatalf("tools describe: exit %d\n%s", code, out)
 	}
 
-	args := write("args.json", `{"title": "shopping"}`)
+	args := writeFileIn(t, dir, "args.json", `{"title": "shopping"}`)
 	result := filepath.Join(dir, "result.json")
 	out, code = run(t, bin, addr, "tools", "call", "get_note", "--json-file", args, "--output", result)
 	var rec Receipt
@@ -243,7 +230,7 @@ func TestImportAndToolsCall(t *testing.T) {
 	noteCard["status"] = "revoked"
 	delete(noteCard, "version")
 	revoked, _ := json.Marshal(noteCard)
-	if out, code = run(t, bin, addr, "cards", "apply", "-f", write("get_note.json", string(revoked))); code != 0 || !strings.Contains(out, "1 updated") {
+	if out, code = run(t, bin, addr, "cards", "apply", "-f", writeFileIn(t, dir, "get_note.json", string(revoked))); code != 0 || !strings.Contains(out, "1 updated") {
 		t.Fatalf("revoke get_note: %d\n%s", code, out)
 	}
 	select {
