@@ -58,17 +58,7 @@ func openMCP(t *testing.T, lim *ratelimit.Limiter) (string, *http.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := agents.Open(agents.Config{Retriever: ret, DataDir: dir, Key: []byte("k"), TokenFile: tf, HTTPListen: "127.0.0.1:0", TLS: tlsCfg, Limiter: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Serve()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		s.Close()
-	})
+	s := serveSurfaces(t, agents.Config{Retriever: ret, DataDir: dir, Key: []byte("k"), TokenFile: tf, HTTPListen: "127.0.0.1:0", TLS: tlsCfg, Limiter: lim})
 	clientTLS, err := auth.ClientTLS(p.CA, "", "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -133,4 +123,22 @@ func TestMCPRateLimit(t *testing.T) {
 	if res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req); err == nil && res.StatusCode == http.StatusOK {
 		t.Error("plain HTTP answered 200 on the TLS listener")
 	}
+}
+
+// serveSurfaces opens the agent surfaces of cfg, serves them and shuts
+// them down when the test ends.
+func serveSurfaces(t *testing.T, cfg agents.Config) *agents.Surfaces {
+	t.Helper()
+	s, err := agents.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = s.Close()
+	})
+	return s
 }

@@ -1,13 +1,11 @@
 package agents_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/seed0cff8200/cardex/internal/faces/agents"
 	"github.com/seed0cff8200/cardex/internal/faces/hostguard"
@@ -26,18 +24,8 @@ func TestHostAllowList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := agents.Open(agents.Config{Retriever: ret, DataDir: dir, Key: []byte("k"), TokenFile: tf, HTTPListen: "127.0.0.1:0",
+	s := serveSurfaces(t, agents.Config{Retriever: ret, DataDir: dir, Key: []byte("k"), TokenFile: tf, HTTPListen: "127.0.0.1:0",
 		Health: ok, Metrics: ok, Console: ok, Hosts: policy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Serve()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		s.Close()
-	})
 	_, port, _ := net.SplitHostPort(s.Addr())
 	get := func(path, host string) int {
 		t.Helper()

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -147,18 +146,8 @@ func TestSQLThroughMCP(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { ret.Close() })
-			surf, err := agents.Open(agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
+			surf := serveSurfaces(t, agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
 				TokenFile: tokenFile, UpstreamsFile: upstreams, HTTPListen: "127.0.0.1:0"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			surf.Serve()
-			t.Cleanup(func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = surf.Shutdown(sctx)
-				_ = surf.Close()
-			})
 			connect := func(token string) *mcp.ClientSession {
 				tr := &mcp.StreamableClientTransport{Endpoint: "http://" + surf.Addr() + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}
 				cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, tr, nil)
@@ -418,18 +407,8 @@ func TestSQLQueryToolListed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	surf, err := agents.Open(agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
+	surf := serveSurfaces(t, agents.Config{Retriever: ret, Version: "test", DataDir: dir, Key: []byte("0123456789abcdef0123456789abcdef"),
 		TokenFile: tf, UpstreamsFile: up, HTTPListen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	surf.Serve()
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = surf.Shutdown(sctx)
-		_ = surf.Close()
-	})
 	list := func(token string) []string {
 		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + surf.Addr() + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, tr, nil)
