@@ -33,6 +33,13 @@ const (
 	// top_k is: fused ranks depend on the depth, so a fixed depth makes every
 	// shortlist a prefix of one ranking (top_k 3 is the head of top_k 50).
 	LegDepth = 4 * MaxTopK
+	// IntentDepth is the same for an intent's list: an intent is one step
+	// of a request whose answer is merged in turns (MergeFair), so only its
+	// head reaches the answer, and MaxTopK hits a leg still let one intent
+	// fill the largest top_k alone. A request of three intents costs 1.2–1.3×
+	// a query instead of 2.7× at 1,000 cards, with recall unchanged within
+	// ±0.012 on every dataset (docs/EVAL.md, "Intent depth").
+	IntentDepth = MaxTopK
 )
 
 // Request is one DiscoverTools call.
@@ -273,6 +280,15 @@ type textList struct {
 	altVec []float32
 }
 
+// depth is how many hits each leg of the list contributes to its fusion:
+// LegDepth for the query (and its parts), IntentDepth for an intent.
+func (l textList) depth() int {
+	if l.intent >= 0 {
+		return IntentDepth
+	}
+	return LegDepth
+}
+
 // lists returns the request's texts to rank: the query (when given) first,
 // then the intents in order, or, for a query alone that decomposes into
 // parts (when the retriever decomposes), the parts.
@@ -462,14 +478,14 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		if len(l.need) > 0 {
 			lcs = narrow(cs, l.need, len(r.entries))
 		}
-		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, bufs[i])
+		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, bufs[i], l.depth())
 		if err != nil {
 			return Result{}, nil, err
 		}
 		res.Degraded = res.Degraded || degraded
 		low[i] = r.lowConfidence(fused)
 		if low[i] && l.alt != "" {
-			alt, altDegraded, err := r.rankText(ctx, req, lcs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings, lend())
+			alt, altDegraded, err := r.rankText(ctx, req, lcs, []WeightedText{{Text: l.alt, Weight: 1}}, l.altVec, alpha, &res.Timings, lend(), l.depth())
 			if err != nil {
 				return Result{}, nil, err
 			}
@@ -640,10 +656,10 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 
 // rankText ranks one text inside the candidate set: the lexical and the
 // semantic leg, fused. Call with r.mu held.
-func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf) ([]Fused, bool, error) {
+func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf, depth int) ([]Fused, bool, error) {
 	t0 := time.Now()
 	buf.terms = r.lex.queryTerms(buf.terms, text)
-	lex, err := r.lex.searchTerms(buf.lex, buf.terms, cs.lexSet(r.lex), cs.filter, LegDepth, false)
+	lex, err := r.lex.searchTerms(buf.lex, buf.terms, cs.lexSet(r.lex), cs.filter, depth, false)
 	if err != nil {
 		return nil, false, fmt.Errorf("lexical search: %w", err)
 	}
@@ -656,13 +672,18 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	degraded := qvec == nil
 	switch {
 	case buf.semDone:
-		sem = buf.sem // scanned with the request's other lists
+		// Scanned with the request's other lists, at the deepest one's
+		// depth: the exact top k is the head of a deeper exact top k.
+		sem = buf.sem
+		if len(sem) > depth {
+			sem = sem[:depth]
+		}
 	case !degraded:
 		if mi, ok := r.vec.(memoryIndex); ok {
-			sem, err = mi.m.searchSetInto(buf.sem, qvec, cs.vecSet(mi.m), cs.filter, LegDepth)
+			sem, err = mi.m.searchSetInto(buf.sem, qvec, cs.vecSet(mi.m), cs.filter, depth)
 			buf.sem = sem
 		} else {
-			sem, err = r.vec.Search(ctx, qvec, cs.filter, LegDepth)
+			sem, err = r.vec.Search(ctx, qvec, cs.filter, depth)
 		}
 	}
 	t2 := time.Now()
@@ -712,9 +733,11 @@ func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]flo
 		return
 	}
 	var which []int
+	depth := 0
 	for i, l := range lists {
 		if vecs[i] != nil && len(l.need) == 0 {
 			which = append(which, i)
+			depth = max(depth, l.depth())
 		}
 	}
 	if len(which) < 2 {
@@ -725,7 +748,7 @@ func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]flo
 	for x, i := range which {
 		dsts[x], qs[x] = bufs[i].sem, vecs[i]
 	}
-	hits, err := mi.m.searchSetMulti(dsts, qs, cs.vecSet(mi.m), cs.filter, LegDepth)
+	hits, err := mi.m.searchSetMulti(dsts, qs, cs.vecSet(mi.m), cs.filter, depth)
 	if err == nil {
 		for x, i := range which {
 			bufs[i].sem, bufs[i].semDone = hits[x], true
