@@ -182,7 +182,9 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 		for _, c := range t.vecs.chunks {
 			w.floats(c)
 		}
-		w.int8s(t.codes)
+		for _, c := range t.codes.chunks {
+			w.int8s(c)
+		}
 		for _, q := range t.quant {
 			w.f32(q.scale)
 			w.f32(q.codeN)
@@ -192,17 +194,17 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 	}
 }
 
-// floatRegion is where a tenant's float vectors lie in a snapshot file:
-// count float32s from byte offset at.
+// floatRegion is where a tenant's rows lie in a snapshot file: n float
+// vectors from byte offset at, n code rows from codesAt.
 type floatRegion struct {
-	t     *tenantVectors
-	at    int64
-	count int
+	t           *tenantVectors
+	at, codesAt int64
+	n           int
 }
 
-// readSnapshot fills an empty store from r, all but the float vectors,
-// whose places in the file it returns: they are mapped, or read, once the
-// whole snapshot is checked (placeFloats).
+// readSnapshot fills an empty store from r, all but the float vectors and
+// their codes, whose places in the file it returns: they are mapped, or
+// read, once the whole snapshot is checked (placeFloats).
 func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	if dim := r.uint(); r.err == nil && dim != uint64(m.dim) {
 		return nil, fmt.Errorf("snapshot of %d-dimensional vectors, not %d", dim, m.dim)
@@ -214,7 +216,7 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	for range r.count(2) {
 		name := r.str()
 		n := r.count(1 + 4*m.dim + pad + 16)
-		t := &tenantVectors{ids: make([]string, n), keys: make([]uint32, n), index: make(map[string]int, n), vecs: floatRows{dim: m.dim}}
+		t := &tenantVectors{ids: make([]string, n), keys: make([]uint32, n), index: make(map[string]int, n)}
 		for i := range t.ids {
 			id := r.str()
 			if _, dup := owner[id]; dup {
@@ -223,8 +225,8 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 			t.ids[i], t.index[id], owner[id] = id, i, name
 		}
 		r.align4()
-		regions = append(regions, floatRegion{t: t, at: r.skip(4 * int64(n) * int64(m.dim)), count: n * m.dim})
-		t.codes = r.int8s(n * pad)
+		at := r.skip(4 * int64(n) * int64(m.dim))
+		regions = append(regions, floatRegion{t: t, at: at, codesAt: r.skip(int64(n) * int64(pad)), n: n})
 		t.quant = make([]rowQuant, n)
 		for i := range t.quant {
 			t.quant[i] = rowQuant{scale: r.f32(), codeN: r.f32(), errN2: r.f32(), errNI: r.f32()}
@@ -250,32 +252,48 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 }
 
 // placeFloats gives the tenants read by readSnapshot their float vectors
-// from the checked snapshot file f: a private mapping of it where the
-// system has one (mapFile), else copies read into the heap.
+// and codes from the checked snapshot file f: a private mapping of it where
+// the system has one (mapFile), else copies read into the heap. Either way
+// the tenant's rows are windows of one flat array (fromFlat).
 func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(regions) == 0 {
 		return nil
 	}
-	if data, err := mapFile(f); err == nil {
+	pad := quantPad(m.dim)
+	data, err := mapFile(f)
+	if err == nil && nativeLittleEndian {
 		m.mapped = data
 		for _, g := range regions {
-			flat := unsafe.Slice((*float32)(unsafe.Pointer(&data[g.at])), g.count)
-			g.t.vecs = fromFlat(m.dim, g.count/m.dim, flat)
+			floats, codes := []float32{}, []int8{}
+			if g.n > 0 {
+				floats = unsafe.Slice((*float32)(unsafe.Pointer(&data[g.at])), g.n*m.dim)
+				codes = unsafe.Slice((*int8)(unsafe.Pointer(&data[g.codesAt])), g.n*pad)
+			}
+			g.t.vecs, g.t.codes = fromFlat(m.dim, g.n, floats), fromFlat(pad, g.n, codes)
 		}
 		return nil
 	}
+	if err == nil {
+		_ = unmapFile(data)
+	}
 	for _, g := range regions {
-		b := make([]byte, 4*g.count)
+		b := make([]byte, 4*g.n*m.dim)
 		if _, err := f.ReadAt(b, g.at); err != nil {
 			return err
 		}
-		flat := make([]float32, g.count)
-		for i := range flat {
-			flat[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		floats := make([]float32, g.n*m.dim)
+		for i := range floats {
+			floats[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
-		g.t.vecs = fromFlat(m.dim, g.count/m.dim, flat)
+		codes := make([]int8, g.n*pad)
+		if len(codes) > 0 {
+			if _, err := f.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&codes[0])), len(codes)), g.codesAt); err != nil {
+				return err
+			}
+		}
+		g.t.vecs, g.t.codes = fromFlat(m.dim, g.n, floats), fromFlat(pad, g.n, codes)
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ type tenantVectors struct {
 	// IDs.
 	keys  []uint32
 	vecs  floatRows
-	codes []int8
+	codes codeRows
 	quant []rowQuant
 	// wild counts the rows the quantised bound does not cover (norm over
 	// quantNormMax): while there are any, the tenant is scanned exactly.
@@ -45,8 +45,7 @@ type tenantVectors struct {
 
 // setRow quantises row i (whose floats are in place) into codes and quant.
 func (t *tenantVectors) setRow(i, dim int, wasWild bool) {
-	pad := quantPad(dim)
-	q, ok := quantizeRow(t.vecs.row(i), t.codes[i*pad:(i+1)*pad])
+	q, ok := quantizeRow(t.vecs.row(i), t.codes.row(i))
 	if wasWild {
 		t.wild--
 	}
@@ -88,7 +87,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	}
 	t := m.tenants[tenant]
 	if t == nil {
-		t = &tenantVectors{index: make(map[string]int), vecs: floatRows{dim: m.dim}}
+		t = &tenantVectors{index: make(map[string]int), vecs: floatRows{width: m.dim}, codes: codeRows{width: quantPad(m.dim)}}
 		m.tenants[tenant] = t
 	}
 	if i, ok := t.index[id]; ok {
@@ -101,7 +100,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	t.ids = append(t.ids, id)
 	t.keys = append(t.keys, 0)
 	t.vecs.push(vec)
-	t.codes = append(t.codes, make([]int8, quantPad(m.dim))...)
+	t.codes.push(nil)
 	t.quant = append(t.quant, rowQuant{})
 	t.setRow(i, m.dim, false)
 	m.owner[id] = tenant
@@ -128,14 +127,13 @@ func (m *MemoryVectors) deleteLocked(id string) {
 	if t.isWild(i) {
 		t.wild--
 	}
-	pad := quantPad(m.dim)
 	if i != last {
 		moved := t.ids[last]
 		t.ids[i] = moved
 		t.keys[i] = t.keys[last]
 		t.index[moved] = i
 		copy(t.vecs.row(i), t.vecs.row(last))
-		copy(t.codes[i*pad:(i+1)*pad], t.codes[last*pad:])
+		copy(t.codes.row(i), t.codes.row(last))
 		t.quant[i] = t.quant[last]
 	}
 	delete(t.index, id)
@@ -143,7 +141,7 @@ func (m *MemoryVectors) deleteLocked(id string) {
 	t.ids = t.ids[:last]
 	t.keys = t.keys[:last]
 	t.vecs.pop()
-	t.codes = t.codes[:last*pad]
+	t.codes.pop()
 	t.quant = t.quant[:last]
 	if last == 0 {
 		delete(m.tenants, tenant)
@@ -358,9 +356,8 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	if len(scans) == 0 {
 		return out
 	}
-	pad := quantPad(m.dim)
 	visit := func(i int32) {
-		codes := t.codes[int(i)*pad : (int(i)+1)*pad : (int(i)+1)*pad]
+		codes := t.codes.row(int(i))
 		for _, sc := range scans {
 			lo, hi := sc.qq.bounds(t.quant[i], dotCodes(sc.qq.codes, codes))
 			if lo > sc.tau {
