@@ -134,15 +134,29 @@ const maxLexFields = 9
 // bit (TestLexicalMatchesReference).
 //
 // It is safe for concurrent use. Its contents live as long as the value.
+//
+// Its layout is for a small heap (docs/BENCHMARKS.md, "Live heap"): terms
+// are numbered (termNo), a doc lists its terms by number, and a posting is
+// two words, its field frequencies packed (lexTF).
 type LexicalIndex struct {
 	analyzer analysis.Analyzer
 	fields   []lexField // weights > 0 only
 
-	mu       sync.RWMutex
-	docs     []lexDoc          // by doc number; dead ones have id ""
-	free     []uint32          // dead doc numbers, for reuse
-	byID     map[string]uint32 // doc ID → number
-	postings map[string][]posting
+	mu   sync.RWMutex
+	docs []lexDoc          // by doc number; dead ones have id ""
+	free []uint32          // dead doc numbers, for reuse
+	byID map[string]uint32 // doc ID → number
+	// termNo numbers the terms; by number, termName is the term and
+	// postings its postings, in doc order (freeTerms: numbers of terms no
+	// doc holds any more, for reuse).
+	termNo    map[string]uint32
+	termName  []string
+	postings  [][]posting
+	freeTerms []uint32
+	// wide holds the field frequencies of the postings with one over
+	// lexTFMax (freeWide: slots no posting uses, for reuse).
+	wide     [][maxLexFields]uint16
+	freeWide []uint32
 	tenants  map[string]*lexTenant
 	tenantNo map[string]uint32 // tenant → its number in lexDoc.tenant
 	// version counts mutations; a LexSet built at one version is stale at
@@ -151,20 +165,96 @@ type LexicalIndex struct {
 }
 
 // lexDoc is one doc: its tenant, field lengths (analysed tokens, in
-// x.fields order) and the distinct terms it holds (to drop its postings).
+// x.fields order) and the numbers of the distinct terms it holds (to drop
+// its postings).
 type lexDoc struct {
 	id     string
 	tenant uint32
 	key    uint32 // the key its hits carry (setKey; Hit.key)
 	n      [maxLexFields]int32
-	terms  []string
+	terms  []uint32
 }
 
 // posting is one doc holding a term, with the term's count in each field
-// (x.fields order).
+// (x.fields order), packed: lexTF.
 type posting struct {
 	doc uint32
-	tf  [maxLexFields]uint16
+	tf  lexTF
+}
+
+// lexTF is a posting's field frequencies: lexTFBits bits a field, in
+// x.fields order from the low bits, when none is over lexTFMax; otherwise
+// lexTFWide plus the index of the frequencies in LexicalIndex.wide.
+type lexTF uint32
+
+const (
+	lexTFBits = 3
+	lexTFMax  = 1<<lexTFBits - 1
+	lexTFWide = lexTF(1) << 31
+)
+
+// A packed posting has room for every field.
+var _ [31 - lexTFBits*maxLexFields]struct{}
+
+// packTF is tf as a posting's lexTF, taking a wide slot when a frequency is
+// over lexTFMax. Call with x.mu held.
+func (x *LexicalIndex) packTF(tf *[maxLexFields]uint16) lexTF {
+	var p lexTF
+	for i, v := range tf {
+		if v > lexTFMax {
+			return x.wideTF(tf)
+		}
+		p |= lexTF(v) << (lexTFBits * i)
+	}
+	return p
+}
+
+func (x *LexicalIndex) wideTF(tf *[maxLexFields]uint16) lexTF {
+	if k := len(x.freeWide); k > 0 {
+		w := x.freeWide[k-1]
+		x.freeWide = x.freeWide[:k-1]
+		x.wide[w] = *tf
+		return lexTFWide | lexTF(w)
+	}
+	x.wide = append(x.wide, *tf)
+	return lexTFWide | lexTF(len(x.wide)-1)
+}
+
+// unpackTF is the field frequencies of p. Call with x.mu held.
+func (x *LexicalIndex) unpackTF(p lexTF) (tf [maxLexFields]uint16) {
+	if p&lexTFWide != 0 {
+		return x.wide[p&^lexTFWide]
+	}
+	for i := range tf {
+		tf[i] = uint16(p>>(lexTFBits*i)) & lexTFMax
+	}
+	return tf
+}
+
+// dropTF frees p's wide slot, if it has one. Call with x.mu held.
+func (x *LexicalIndex) dropTF(p lexTF) {
+	if p&lexTFWide != 0 {
+		x.freeWide = append(x.freeWide, uint32(p&^lexTFWide))
+	}
+}
+
+// term is the number of term, numbering it if it is new. Call with x.mu
+// held.
+func (x *LexicalIndex) term(term string) uint32 {
+	if no, ok := x.termNo[term]; ok {
+		return no
+	}
+	var no uint32
+	if k := len(x.freeTerms); k > 0 {
+		no, x.freeTerms = x.freeTerms[k-1], x.freeTerms[:k-1]
+		x.termName[no] = term
+	} else {
+		no = uint32(len(x.termName))
+		x.termName = append(x.termName, term)
+		x.postings = append(x.postings, nil)
+	}
+	x.termNo[term] = no
+	return no
 }
 
 type lexTenant struct {
@@ -188,7 +278,7 @@ func NewLexicalIndexWithWeights(w LexicalWeights) (*LexicalIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &LexicalIndex{analyzer: an, byID: map[string]uint32{}, postings: map[string][]posting{},
+	x := &LexicalIndex{analyzer: an, byID: map[string]uint32{}, termNo: map[string]uint32{},
 		tenants: map[string]*lexTenant{}, tenantNo: map[string]uint32{}}
 	for _, f := range w.fields() {
 		if f.boost > 0 {
@@ -328,10 +418,11 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 			t = &lexTenant{no: no}
 			x.tenants[d.Tenant] = t
 		}
-		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n, terms: make([]string, 0, len(an[i].tfs))}
+		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n, terms: make([]uint32, 0, len(an[i].tfs))}
 		for term, tf := range an[i].tfs {
-			doc.terms = append(doc.terms, term)
-			x.addPosting(term, posting{doc: num, tf: *tf})
+			no := x.term(term)
+			doc.terms = append(doc.terms, no)
+			x.addPosting(no, posting{doc: num, tf: x.packTF(tf)})
 		}
 		x.docs[num] = doc
 		x.byID[d.ID] = num
@@ -343,32 +434,35 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 	return nil
 }
 
-// addPosting inserts p into the term's list, kept in doc order (an append
+// addPosting inserts p into term no's list, kept in doc order (an append
 // for new docs, which get increasing numbers). Call with x.mu held.
-func (x *LexicalIndex) addPosting(term string, p posting) {
-	ps := x.postings[term]
+func (x *LexicalIndex) addPosting(no uint32, p posting) {
+	ps := x.postings[no]
 	if k := len(ps); k == 0 || ps[k-1].doc < p.doc {
-		x.postings[term] = append(ps, p)
+		x.postings[no] = append(ps, p)
 		return
 	}
 	i, _ := slices.BinarySearchFunc(ps, p.doc, func(q posting, d uint32) int { return int(int64(q.doc) - int64(d)) })
-	x.postings[term] = slices.Insert(ps, i, p)
+	x.postings[no] = slices.Insert(ps, i, p)
 }
 
 // forget drops doc num's postings and length statistics; its number stays
 // taken (the caller reuses or frees it). Call with x.mu held.
 func (x *LexicalIndex) forget(num uint32) {
 	d := &x.docs[num]
-	for _, term := range d.terms {
-		ps := x.postings[term]
+	for _, no := range d.terms {
+		ps := x.postings[no]
 		i, found := slices.BinarySearchFunc(ps, num, func(q posting, n uint32) int { return int(int64(q.doc) - int64(n)) })
 		if !found {
 			continue
 		}
+		x.dropTF(ps[i].tf)
 		if ps = slices.Delete(ps, i, i+1); len(ps) == 0 {
-			delete(x.postings, term)
+			delete(x.termNo, x.termName[no])
+			x.termName[no], x.postings[no] = "", nil
+			x.freeTerms = append(x.freeTerms, no)
 		} else {
-			x.postings[term] = ps
+			x.postings[no] = ps
 		}
 	}
 	for name, t := range x.tenants {
@@ -611,19 +705,33 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 	buf := acc.held
 	for _, t := range terms {
 		buf = buf[:0]
-		for _, p := range x.postings[string(t.term)] {
+		var ps []posting
+		if no, ok := x.termNo[string(t.term)]; ok {
+			ps = x.postings[no]
+		}
+		for _, p := range ps {
 			d := &x.docs[p.doc]
 			if !set.has(p.doc, d) {
 				continue
 			}
 			tf := 0.0
 			var mask uint16
+			var wide *[maxLexFields]uint16
+			if p.tf&lexTFWide != 0 {
+				wide = &x.wide[p.tf&^lexTFWide]
+			}
 			for i, fl := range x.fields {
-				if p.tf[i] == 0 || set.avg[i] == 0 {
+				var f uint16
+				if wide == nil {
+					f = uint16(p.tf>>(lexTFBits*i)) & lexTFMax
+				} else {
+					f = wide[i]
+				}
+				if f == 0 || set.avg[i] == 0 {
 					continue
 				}
 				norm := 1 - bm25B + bm25B*float64(d.n[i])/set.avg[i]
-				tf += fl.boost * float64(p.tf[i]) / norm
+				tf += fl.boost * float64(f) / norm
 				mask |= 1 << i
 			}
 			if tf > 0 {

@@ -543,6 +543,9 @@ func TestLexicalMatchesReference(t *testing.T) {
 		for range rng.Intn(7) / 2 {
 			d.Examples = append(d.Examples, phrase(3+rng.Intn(6)))
 		}
+		if i%9 == 0 { // a word more often than a packed posting holds (lexTFMax)
+			d.Description += strings.Repeat(" "+words[rng.Intn(20)], lexTFMax+1+rng.Intn(12))
+		}
 		docs = append(docs, d)
 	}
 	ref, err := newRefLexicalIndex()
@@ -619,6 +622,9 @@ func TestLexicalMatchesReference(t *testing.T) {
 	compare("first 300")
 	upsert(docs[300:])
 	compare("all 400")
+	if len(x.wide) == 0 {
+		t.Fatal("no posting holds a frequency over lexTFMax: the wide postings are not tested")
+	}
 	// Updates (new text for a third of the docs) and deletions.
 	var changed []LexicalDoc
 	var gone []string
@@ -641,8 +647,43 @@ func TestLexicalMatchesReference(t *testing.T) {
 	}
 	docs = kept
 	compare("after updates and deletions")
+	// The same index written to a snapshot and read back (its term and
+	// wide-slot numbering afresh) answers the same, and takes changes.
+	x = lexRoundTrip(t, x)
+	compare("read back from a snapshot")
 	// Deleted numbers are reused.
 	upsert([]LexicalDoc{{ID: lexID("acme", "new", "fresh_tool"), Tenant: "acme", Name: "fresh_tool", Summary: "a fresh refund tool"}})
 	docs = append(docs, LexicalDoc{ID: lexID("acme", "new", "fresh_tool"), Tenant: "acme", Name: "fresh_tool", Summary: "a fresh refund tool"})
 	compare("after a reuse")
+}
+
+// lexRoundTrip is x written to a snapshot file and read into a new index.
+func lexRoundTrip(t *testing.T, x *LexicalIndex) *LexicalIndex {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lex.snap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newSnapWriter(f)
+	x.writeSnapshot(w)
+	if err := errors.Join(w.finish(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = os.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := newSnapReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := newTestLexical(t)
+	if err := y.readSnapshot(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.check(); err != nil {
+		t.Fatal(err)
+	}
+	return y
 }

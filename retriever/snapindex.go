@@ -40,24 +40,26 @@ func (x *LexicalIndex) writeSnapshot(w *snapWriter) {
 	for _, n := range x.free {
 		w.uint(uint64(n))
 	}
-	w.uint(uint64(len(x.postings)))
-	for term, ps := range x.postings {
+	w.uint(uint64(len(x.termNo)))
+	for term, no := range x.termNo {
+		ps := x.postings[no]
 		w.str(term)
 		w.uint(uint64(len(ps)))
 		prev := uint32(0)
 		for _, p := range ps {
 			w.uint(uint64(p.doc - prev)) // in doc order: deltas
 			prev = p.doc
+			tf := x.unpackTF(p.tf)
 			var mask uint64
 			for f := range x.fields {
-				if p.tf[f] != 0 {
+				if tf[f] != 0 {
 					mask |= 1 << f
 				}
 			}
 			w.uint(mask)
 			for f := range x.fields {
-				if p.tf[f] != 0 {
-					w.uint(uint64(p.tf[f]))
+				if tf[f] != 0 {
+					w.uint(uint64(tf[f]))
 				}
 			}
 		}
@@ -86,7 +88,9 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	}
 	docs := []lexDoc{}
 	byID := map[string]uint32{}
-	postings := map[string][]posting{}
+	// y gathers the terms, postings and wide frequencies (x's are swapped
+	// for its at the end).
+	y := &LexicalIndex{termNo: map[string]uint32{}}
 	tenantNo := map[string]uint32{}
 	byNo := map[uint32]string{}
 	for range r.count(2) {
@@ -114,32 +118,51 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 			r.fail()
 		}
 	}
+	held := make([]uint32, nd) // terms a doc holds
 	for range r.count(2) {
 		term := r.str()
+		if _, dup := y.termNo[term]; dup {
+			r.fail()
+		}
 		ps := make([]posting, r.count(2))
 		doc := uint32(0)
 		for j := range ps {
 			doc += uint32(r.uint())
 			mask := r.uint()
-			if int(doc) >= nd || docs[doc].id == "" || mask>>nf != 0 {
+			if int(doc) >= nd || docs[doc].id == "" || mask>>nf != 0 || (j > 0 && doc == ps[j-1].doc) {
 				r.fail()
 				break
 			}
-			ps[j].doc = doc
+			var tf [maxLexFields]uint16
 			for f := range nf {
 				if mask&(1<<f) != 0 {
-					ps[j].tf[f] = uint16(r.uint())
+					tf[f] = uint16(r.uint())
 				}
 			}
-			docs[doc].terms = append(docs[doc].terms, term)
+			ps[j] = posting{doc: doc, tf: y.packTF(&tf)}
+			held[doc]++
 		}
 		if r.err != nil {
 			break
 		}
-		postings[term] = ps
+		y.postings[y.term(term)] = ps
 	}
 	if r.err != nil {
 		return r.err
+	}
+	// The docs' term lists, in one array.
+	total := 0
+	for _, k := range held {
+		total += int(k)
+	}
+	flat := make([]uint32, total)
+	for i := range docs {
+		docs[i].terms, flat = flat[:0:held[i]], flat[held[i]:]
+	}
+	for no, ps := range y.postings {
+		for _, p := range ps {
+			docs[p.doc].terms = append(docs[p.doc].terms, uint32(no))
+		}
 	}
 	tenants := map[string]*lexTenant{}
 	for i := range docs {
@@ -161,7 +184,8 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.version++
-	x.docs, x.free, x.byID, x.postings, x.tenants, x.tenantNo = docs, free, byID, postings, tenants, tenantNo
+	x.docs, x.free, x.byID, x.tenants, x.tenantNo = docs, free, byID, tenants, tenantNo
+	x.termNo, x.termName, x.postings, x.freeTerms, x.wide, x.freeWide = y.termNo, y.termName, y.postings, nil, y.wide, nil
 	return nil
 }
 
