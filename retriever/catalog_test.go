@@ -121,9 +121,8 @@ func TestEntryKeys(t *testing.T) {
 			if k := r.lex.docs[r.lex.byID[id]].key; k != e.no {
 				t.Errorf("%s: lexical key %d, want %d", id, k, e.no)
 			}
-			tv := m.tenants[e.card.Tenant]
-			if k := tv.keys[tv.index[id]]; k != e.no {
-				t.Errorf("%s: vector key %d, want %d", id, k, e.no)
+			if at := m.rows[id]; at.t.name != e.card.Tenant || at.t.keys[at.i] != e.no {
+				t.Errorf("%s: vector row %+v, want key %d in %s", id, at, e.no, e.card.Tenant)
 			}
 		}
 		for no, e := range r.entries {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unsafe"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -499,13 +500,20 @@ func (x *LexicalIndex) Delete(ids []string) error {
 	return nil
 }
 
-// setKey gives doc id the key its hits carry (Hit.key); an absent id is
-// ignored. Upsert clears it.
+// setKey gives doc id the key its hits carry (Hit.key), and the doc the
+// string id for its ID; an absent id is ignored. Upsert clears the key.
 func (x *LexicalIndex) setKey(id string, key uint32) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if num, ok := x.byID[id]; ok {
-		x.docs[num].key = key
+		d := &x.docs[num]
+		d.key = key
+		if unsafe.StringData(d.id) != unsafe.StringData(id) {
+			// One string for the ID, the caller's: a snapshot's load read
+			// its own.
+			delete(x.byID, id)
+			x.byID[id], d.id = num, id
+		}
 	}
 }
 

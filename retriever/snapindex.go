@@ -236,17 +236,17 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	var regions []floatRegion
 	pad := quantPad(m.dim)
 	tenants := map[string]*tenantVectors{}
-	owner := map[string]string{}
+	rows := map[string]vecRow{}
 	for range r.count(2) {
 		name := r.str()
 		n := r.count(1 + 4*m.dim + pad + 16)
-		t := &tenantVectors{ids: make([]string, n), keys: make([]uint32, n), index: make(map[string]int, n)}
+		t := &tenantVectors{name: name, ids: make([]string, n), keys: make([]uint32, n)}
 		for i := range t.ids {
 			id := r.str()
-			if _, dup := owner[id]; dup {
+			if _, dup := rows[id]; dup {
 				r.fail()
 			}
-			t.ids[i], t.index[id], owner[id] = id, i, name
+			t.ids[i], rows[id] = id, vecRow{t, int32(i)}
 		}
 		r.align4()
 		at := r.skip(4 * int64(n) * int64(m.dim))
@@ -271,7 +271,7 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.version++
-	m.tenants, m.owner = tenants, owner
+	m.tenants, m.rows = tenants, rows
 	return regions, nil
 }
 
@@ -330,7 +330,7 @@ func (m *MemoryVectors) release() error {
 	if m.mapped == nil {
 		return nil
 	}
-	m.tenants, m.owner = map[string]*tenantVectors{}, map[string]string{}
+	m.tenants, m.rows = map[string]*tenantVectors{}, map[string]vecRow{}
 	m.version++
 	data := m.mapped
 	m.mapped = nil

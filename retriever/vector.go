@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // MemoryVectors is the embedded mode's vector searcher: an exact scan over
@@ -17,7 +18,7 @@ type MemoryVectors struct {
 
 	mu      sync.RWMutex
 	tenants map[string]*tenantVectors
-	owner   map[string]string // id → tenant
+	rows    map[string]vecRow // id → its tenant and row there
 	version uint64            // counts mutations: a VecSet of another version is stale
 
 	mapped  []byte        // the snapshot file the floats of loaded tenants are mapped from (release)
@@ -29,7 +30,8 @@ type MemoryVectors struct {
 // floats), of codes (quantPad(dim) int8) and of quant belongs to ids[i].
 // Deleting swaps the last row into the hole.
 type tenantVectors struct {
-	ids []string
+	name string
+	ids  []string
 	// keys are the rows' keys (the retriever's entry numbers, setKey; 0:
 	// none), which hits carry so that the pipeline joins them without the
 	// IDs.
@@ -39,8 +41,13 @@ type tenantVectors struct {
 	quant []rowQuant
 	// wild counts the rows the quantised bound does not cover (norm over
 	// quantNormMax): while there are any, the tenant is scanned exactly.
-	wild  int
-	index map[string]int
+	wild int
+}
+
+// vecRow is where a vector is: its tenant's vectors and its row there.
+type vecRow struct {
+	t *tenantVectors
+	i int32
 }
 
 // setRow quantises row i (whose floats are in place) into codes and quant.
@@ -64,7 +71,7 @@ func NewMemoryVectors(dim int) *MemoryVectors {
 	return &MemoryVectors{
 		dim:     dim,
 		tenants: make(map[string]*tenantVectors),
-		owner:   make(map[string]string),
+		rows:    make(map[string]vecRow),
 	}
 }
 
@@ -82,28 +89,28 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.version++
-	if old, ok := m.owner[id]; ok && old != tenant {
+	if old, ok := m.rows[id]; ok {
+		if old.t.name == tenant {
+			i := int(old.i)
+			copy(old.t.vecs.row(i), vec)
+			old.t.setRow(i, m.dim, old.t.isWild(i))
+			return nil
+		}
 		m.deleteLocked(id)
 	}
 	t := m.tenants[tenant]
 	if t == nil {
-		t = &tenantVectors{index: make(map[string]int), vecs: floatRows{width: m.dim}, codes: codeRows{width: quantPad(m.dim)}}
+		t = &tenantVectors{name: tenant, vecs: floatRows{width: m.dim}, codes: codeRows{width: quantPad(m.dim)}}
 		m.tenants[tenant] = t
 	}
-	if i, ok := t.index[id]; ok {
-		copy(t.vecs.row(i), vec)
-		t.setRow(i, m.dim, t.isWild(i))
-		return nil
-	}
 	i := len(t.ids)
-	t.index[id] = i
+	m.rows[id] = vecRow{t, int32(i)}
 	t.ids = append(t.ids, id)
 	t.keys = append(t.keys, 0)
 	t.vecs.push(vec)
 	t.codes.push(nil)
 	t.quant = append(t.quant, rowQuant{})
 	t.setRow(i, m.dim, false)
-	m.owner[id] = tenant
 	return nil
 }
 
@@ -116,13 +123,12 @@ func (m *MemoryVectors) Delete(id string) {
 }
 
 func (m *MemoryVectors) deleteLocked(id string) {
-	tenant, ok := m.owner[id]
+	at, ok := m.rows[id]
 	if !ok {
 		return
 	}
-	delete(m.owner, id)
-	t := m.tenants[tenant]
-	i := t.index[id]
+	delete(m.rows, id)
+	t, i := at.t, int(at.i)
 	last := len(t.ids) - 1
 	if t.isWild(i) {
 		t.wild--
@@ -131,12 +137,11 @@ func (m *MemoryVectors) deleteLocked(id string) {
 		moved := t.ids[last]
 		t.ids[i] = moved
 		t.keys[i] = t.keys[last]
-		t.index[moved] = i
+		m.rows[moved] = vecRow{t, int32(i)}
 		copy(t.vecs.row(i), t.vecs.row(last))
 		copy(t.codes.row(i), t.codes.row(last))
 		t.quant[i] = t.quant[last]
 	}
-	delete(t.index, id)
 	t.ids[last] = ""
 	t.ids = t.ids[:last]
 	t.keys = t.keys[:last]
@@ -144,19 +149,23 @@ func (m *MemoryVectors) deleteLocked(id string) {
 	t.codes.pop()
 	t.quant = t.quant[:last]
 	if last == 0 {
-		delete(m.tenants, tenant)
+		delete(m.tenants, t.name)
 	}
 }
 
-// setKey gives id's row the key its hits carry (Hit.key); an absent id is
-// ignored. Call with the store not being searched (the retriever holds its
-// view's lock for writing).
+// setKey gives id's row the key its hits carry (Hit.key), and the row the
+// string id for its ID; an absent id is ignored. Call with the store not
+// being searched (the retriever holds its view's lock for writing).
 func (m *MemoryVectors) setKey(id string, key uint32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t := m.tenants[m.owner[id]]; t != nil {
-		if i, ok := t.index[id]; ok {
-			t.keys[i] = key
+	if at, ok := m.rows[id]; ok {
+		at.t.keys[at.i] = key
+		if unsafe.StringData(at.t.ids[at.i]) != unsafe.StringData(id) {
+			// One string for the ID, the caller's: a snapshot's load read
+			// its own.
+			delete(m.rows, id)
+			m.rows[id], at.t.ids[at.i] = at, id
 		}
 	}
 }
@@ -165,7 +174,7 @@ func (m *MemoryVectors) setKey(id string, key uint32) {
 func (m *MemoryVectors) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return len(m.owner)
+	return len(m.rows)
 }
 
 // VecSet is a candidate set prepared for MemoryVectors: the rows of the
@@ -192,8 +201,8 @@ func (m *MemoryVectors) prepare(f Filter) *VecSet {
 	}
 	s.rows = make([]int32, 0, len(f.IDs))
 	for _, id := range f.IDs {
-		if i, ok := s.tenant.index[id]; ok {
-			s.rows = append(s.rows, int32(i))
+		if at, ok := m.rows[id]; ok && at.t == s.tenant {
+			s.rows = append(s.rows, at.i)
 		}
 	}
 	slices.Sort(s.rows)
