@@ -31,8 +31,11 @@ type entry struct {
 	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
 	// companions is the card's co-usage table (companions.go), decayed to
-	// when it was read, read again whenever the card changes.
+	// when it was read, read again whenever the card changes; coUse is the
+	// table as stored (zero: none), which a snapshot keeps, so that a
+	// restart decays it as a read from the store would.
 	companions cards.Companions
+	coUse      cards.Companions
 	// examples are the card's search examples, held apart from card: they
 	// are searched and embedded, and card (what answers are made of) has
 	// none, so no answer can carry them to an agent.
@@ -58,12 +61,14 @@ type entry struct {
 }
 
 // newEntry is the view's entry of an active card: the card without its
-// search examples, which the entry keeps beside it for the index, and its
-// definition's token estimate.
+// search examples, which the entry keeps beside it for the index, its
+// definition's token estimate and what near-duplicate detection compares.
+// A snapshot keeps all of these (snapview.go).
 func newEntry(c cards.Card) *entry {
 	e := &entry{id: DocID(c.Key()), card: c, examples: c.SearchExamples}
 	e.card.SearchExamples, e.card.ExamplesSource = nil, nil
 	e.tokens = definitionTokens(&e.card)
+	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
 	return e
 }
 
@@ -116,10 +121,8 @@ type Retriever struct {
 	fuseBufs   sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
 	answerBufs sync.Pool // *answerScratch, lent to one answer at a time
 
-	// snapPath is where the view's snapshot is kept ("" none; snapshot.go);
-	// snap holds a loaded snapshot's fingerprints during New's first Sync.
+	// snapPath is where the view's snapshot is kept ("" none; snapshot.go).
 	snapPath string
-	snap     map[string]snapCheck
 	closed   atomic.Bool
 
 	candMu sync.Mutex // guards cands (readers of the view add to it)
@@ -183,20 +186,13 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		return nil, err
 	}
 	start := time.Now()
-	r.snap = r.loadSnapshot(ctx)
-	if err := r.Sync(ctx); err != nil {
+	if err := r.loadSnapshot(ctx); err != nil {
 		r.lex.Close()
 		return nil, err
 	}
-	if r.snap != nil {
-		r.mu.Lock()
-		err := r.dropUnlisted(ctx, r.snap)
-		r.snap = nil
-		r.mu.Unlock()
-		if err != nil {
-			r.lex.Close()
-			return nil, err
-		}
+	if err := r.Sync(ctx); err != nil {
+		r.lex.Close()
+		return nil, err
 	}
 	log.Info("catalogue loaded", "active_cards", r.Len(), "seq", r.Seq(), "model", emb.Model(), "took", time.Since(start).Round(time.Millisecond))
 	return r, nil
@@ -355,7 +351,8 @@ func (r *Retriever) readLessons(ctx context.Context, es []*entry) error {
 	}
 	for i, e := range es {
 		e.learned = learned[keys[i]]
-		e.companions = loadedCompanions(comps[keys[i]])
+		e.coUse = comps[keys[i]]
+		e.companions = loadedCompanions(e.coUse)
 	}
 	return nil
 }
@@ -376,13 +373,9 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 	if err != nil {
 		return err
 	}
-	docs := make([]LexicalDoc, 0, len(upserts))
+	docs := make([]LexicalDoc, len(upserts))
 	for i, e := range upserts {
-		d := lexicalDoc(e, params[i])
-		if c, ok := r.snap[e.id]; ok && c.lex == r.lex.lexHash(&d) {
-			continue // analysed in the loaded snapshot
-		}
-		docs = append(docs, d)
+		docs[i] = lexicalDoc(e, params[i])
 	}
 
 	r.mu.Lock()
@@ -402,17 +395,11 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 		r.drop(id)
 	}
 	for i, e := range upserts {
-		if vecs[i] != nil { // nil: kept from the loaded snapshot, for the same text
-			if err := r.vec.Upsert(ctx, e.id, e.card.Tenant, vecs[i]); err != nil {
-				return err
-			}
+		if err := r.vec.Upsert(ctx, e.id, e.card.Tenant, vecs[i]); err != nil {
+			return err
 		}
 		r.drop(e.id)
 		r.add(e)
-		r.lex.setKey(e.id, e.no)
-		if mi, ok := r.vec.(memoryIndex); ok {
-			mi.m.setKey(e.id, e.no)
-		}
 	}
 	if err := r.setServers(servers); err != nil {
 		return err
@@ -473,8 +460,9 @@ func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
 	return r.srv.update(ups, removed)
 }
 
+// add puts an entry into the view under a number of its own, and gives the
+// indexes' docs of its ID that number. Call with r.mu held for writing.
 func (r *Retriever) add(e *entry) {
-	e.dup, e.words = dupKey(&e.card), summaryWords(e.card.Summary)
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	if e.dup != "" {
 		k := t + idSep + e.dup
@@ -507,6 +495,10 @@ func (r *Retriever) add(e *entry) {
 		r.byName[t][n] = map[string]*entry{}
 	}
 	r.byName[t][n][s] = e
+	r.lex.setKey(e.id, e.no)
+	if mi, ok := r.vec.(memoryIndex); ok {
+		mi.m.setKey(e.id, e.no)
+	}
 }
 
 func (r *Retriever) drop(id string) {
@@ -543,8 +535,7 @@ func (r *Retriever) drop(id string) {
 const embedBatch = 64
 
 // embeddings returns one vector per entry, reusing stored vectors whose
-// model and text hash match and storing the ones it computes; nil for an
-// entry whose vector a loaded snapshot holds for the same text.
+// model and text hash match and storing the ones it computes.
 func (r *Retriever) embeddings(ctx context.Context, es []*entry, params [][]string) ([][]float32, error) {
 	out := make([][]float32, len(es))
 	if len(es) == 0 {
@@ -554,30 +545,17 @@ func (r *Retriever) embeddings(ctx context.Context, es []*entry, params [][]stri
 	keys := make([]cards.Key, len(es))
 	texts := make([]string, len(es))
 	hashes := make([]string, len(es))
-	var read []cards.Key
-	kept := make([]bool, len(es))
 	for i, e := range es {
 		keys[i] = e.card.Key()
 		texts[i] = e.embeddingText(params[i])
 		hashes[i] = EmbeddingHash(texts[i])
-		if c, ok := r.snap[e.id]; ok && c.vec == hashes[i] {
-			kept[i] = true
-		} else {
-			read = append(read, keys[i])
-		}
 	}
-	var stored map[cards.Key]cards.Embedding
-	if len(read) > 0 {
-		var err error
-		if stored, err = r.store.Embeddings(ctx, model, read); err != nil {
-			return nil, fmt.Errorf("read embeddings: %w", err)
-		}
+	stored, err := r.store.Embeddings(ctx, model, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read embeddings: %w", err)
 	}
 	var todo []int
 	for i, k := range keys {
-		if kept[i] {
-			continue
-		}
 		if s, ok := stored[k]; ok && s.TextHash == hashes[i] && len(s.Vector) == r.emb.Dim() {
 			out[i] = s.Vector
 		} else {

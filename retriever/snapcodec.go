@@ -263,3 +263,11 @@ func (r *snapReader) check() error {
 	}
 	return nil
 }
+
+// blob reads a length-prefixed byte string into a buffer of its own.
+func (r *snapReader) blob() []byte {
+	n := r.count(1)
+	b := make([]byte, n)
+	r.fill(b)
+	return b
+}

@@ -2,33 +2,40 @@ package retriever
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/seed0cff8200/cardex/cards"
 )
 
-// A snapshot is what a restart rebuilds, kept beside the store: the
-// lexical index (analysed postings and field lengths, by field name) and
-// the vectors (floats, codes and their quantisation), with the store's
-// change sequence they reflect and, per card, fingerprints of the lexical
-// document and of the vector's text. Close writes it (WithSnapshot); New
-// loads it when its format, embedder, lexical fields and sequence are the
-// current ones, and then still reads every card from the store, as without
-// it, but analyses only the cards whose lexical fingerprint differs and
-// embeds or reads from the store only the vectors whose text does. A
-// snapshot that is stale, corrupt or truncated is ignored (and logged), and
-// the view is built from the store as without one.
+// A snapshot is the view as a restart would rebuild it, kept beside the
+// store: every held entry (the card, its learned phrasings and co-usage
+// table, what the view derived from them: snapview.go), the server
+// entries, the lexical index (analysed postings and field lengths, by
+// field name) and the vectors (floats, codes and their quantisation), with
+// the store's change sequence they reflect and that sequence's last
+// change. Close writes it (WithSnapshot). New loads it when its format,
+// derivations (derivationPrint), embedder and lexical fields are the
+// current ones and its sequence and last change are the store's: then
+// nothing can have changed since, and the view is the snapshot's, built
+// without reading a card, a phrasing, a table or a vector from the store.
+// Every store write the view depends on (a card's put, deletion or
+// deprecation, its search examples, learned phrasings and co-usage table,
+// a server entry's put or deletion) moves the store's change sequence, so
+// a snapshot that missed any is stale. A snapshot that is stale, corrupt
+// or truncated is ignored (and logged), and the view is built from the
+// store as without one: the store stays the truth.
 
 // snapMagic starts every snapshot; snapVersion changes with its format or
-// with what its parts mean (the analysis, the quantisation).
+// with what its parts mean (the analysis, the quantisation, what the view
+// derives from a card).
 const (
 	snapMagic   = "cardex retriever snapshot\n"
-	snapVersion = 1
+	snapVersion = 2
 )
 
 // WithSnapshot keeps a snapshot of the view at path (written by Close,
@@ -36,42 +43,28 @@ const (
 // another (WithVectors) the option does nothing.
 func WithSnapshot(path string) Option { return func(r *Retriever) { r.snapPath = path } }
 
-// snapCheck is one card's fingerprints in a loaded snapshot.
-type snapCheck struct {
-	lex uint64 // lexHash of its lexical document
-	vec string // EmbeddingHash of its vector's text
-}
-
-// lexHash fingerprints a lexical document as the index reads it: its ID
-// and tenant, then every value of every field of the index (fieldValues),
-// by field, each length-prefixed. A field added to the index is in it
-// without a change here.
-func (x *LexicalIndex) lexHash(d *LexicalDoc) uint64 {
-	h := fnv.New64a()
-	var n [8]byte
-	put := func(s string) {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	put(d.ID)
-	put(d.Tenant)
-	for _, f := range x.fields {
-		vs := fieldValues(d, f.name)
-		binary.LittleEndian.PutUint64(n[:], uint64(len(vs)))
-		h.Write(n[:])
-		for _, v := range vs {
-			put(v)
-		}
-	}
-	return h.Sum64()
-}
-
 // snapshotable says the view can be snapshotted: a path and the in-memory
 // vector index.
 func (r *Retriever) snapshotable() (*MemoryVectors, bool) {
 	mi, ok := r.vec.(memoryIndex)
 	return mi.m, ok && r.snapPath != ""
+}
+
+// lastChange is the store's change at seq (the latest one), which a
+// snapshot records beside the sequence: a store that reached the same
+// sequence by other writes (one restored from a backup, then written to)
+// is not taken for the one the snapshot saw.
+func lastChange(ctx context.Context, store interface {
+	Changes(context.Context, uint64, int) ([]cards.Change, error)
+}, seq uint64) (cards.Change, error) {
+	if seq == 0 {
+		return cards.Change{}, nil
+	}
+	chs, err := store.Changes(ctx, seq-1, 1)
+	if err != nil || len(chs) == 0 || chs[0].Seq != seq {
+		return cards.Change{}, errors.Join(err, fmt.Errorf("the store has no change %d", seq))
+	}
+	return chs[0], nil
 }
 
 // WriteSnapshot writes the view's snapshot to the WithSnapshot path (a
@@ -84,6 +77,11 @@ func (r *Retriever) WriteSnapshot() error {
 	start := time.Now()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	last, err := lastChange(context.Background(), r.store, r.seq)
+	if err != nil { // the store moved on (or is closed): the snapshot would be stale
+		r.log.Info("snapshot not written", "path", r.snapPath, "seq", r.seq, "reason", err)
+		return nil
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(r.snapPath), filepath.Base(r.snapPath)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
@@ -92,16 +90,11 @@ func (r *Retriever) WriteSnapshot() error {
 	w := newSnapWriter(tmp)
 	w.str(snapMagic)
 	w.uint(snapVersion)
+	w.uint(r.derivationPrint())
 	w.uint(r.seq)
+	writeChange(w, last)
 	w.str(r.emb.Model())
-	w.uint(uint64(len(r.byID)))
-	for id, e := range r.byID {
-		params := schemaParams(e.card.InputSchema)
-		d := lexicalDoc(e, params)
-		w.str(id)
-		w.uint(r.lex.lexHash(&d))
-		w.str(EmbeddingHash(e.embeddingText(params)))
-	}
+	r.writeView(w)
 	r.lex.writeSnapshot(w)
 	mv.writeSnapshot(w)
 	err = errors.Join(w.finish(), tmp.Sync(), tmp.Close())
@@ -115,96 +108,152 @@ func (r *Retriever) WriteSnapshot() error {
 	return nil
 }
 
-// loadSnapshot fills the empty indexes from the snapshot when it is the
-// store's current state, and returns the cards' fingerprints (nil when
-// there is no usable snapshot; why is logged).
-func (r *Retriever) loadSnapshot(ctx context.Context) map[string]snapCheck {
+func writeChange(w *snapWriter, ch cards.Change) {
+	w.str(ch.Key.Tenant)
+	w.str(ch.Key.Server)
+	w.str(ch.Key.Name)
+	if ch.Deleted {
+		w.uint(1)
+	} else {
+		w.uint(0)
+	}
+}
+
+func readChange(rd *snapReader, seq uint64) cards.Change {
+	ch := cards.Change{Seq: seq, Key: cards.Key{Tenant: rd.str(), Server: rd.str(), Name: rd.str()}, Deleted: rd.uint() == 1}
+	if seq == 0 {
+		ch.Key = cards.Key{}
+	}
+	return ch
+}
+
+// loadSnapshot builds the empty view from the snapshot when it is the
+// store's current state; when it is not (why is logged), the view stays
+// empty for Sync to build from the store. Only a failure to read the
+// store's sequence is an error.
+func (r *Retriever) loadSnapshot(ctx context.Context) error {
 	mv, ok := r.snapshotable()
 	if !ok {
 		return nil
 	}
 	start := time.Now()
-	checks, err := r.readSnapshot(ctx, mv)
+	v, seq, err := r.readSnapshot(ctx, mv)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case errors.Is(err, errStoreSeq):
+		return err
 	case err != nil:
 		r.log.Warn("snapshot not used; rebuilding the view from the store", "path", r.snapPath, "reason", err)
 		// The indexes may hold part of it: start them afresh.
 		lex, lerr := NewLexicalIndexWithWeights(r.lexWeights)
-		if lerr == nil {
-			r.lex = lex
+		if lerr != nil {
+			return lerr
 		}
+		r.lex = lex
 		r.vec = memoryIndex{NewMemoryVectors(r.emb.Dim())}
 		return nil
 	}
-	r.log.Info("snapshot loaded", "path", r.snapPath, "cards", len(checks), "took", time.Since(start).Round(time.Millisecond))
-	return checks
+	if err := r.install(ctx, v, seq); err != nil {
+		return err
+	}
+	r.log.Info("snapshot loaded", "path", r.snapPath, "cards", len(v.entries), "seq", seq, "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
-func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) (map[string]snapCheck, error) {
+// errStoreSeq is a failure to read the store's change sequence.
+var errStoreSeq = errors.New("store sequence")
+
+func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) (*viewSnap, uint64, error) {
 	f, err := os.Open(r.snapPath)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	rd, err := newSnapReader(f)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if rd.str() != snapMagic || rd.uint() != snapVersion {
-		return nil, fmt.Errorf("%w: not a snapshot of this version", errSnapCorrupt)
+		return nil, 0, fmt.Errorf("%w: not a snapshot of this version", errSnapCorrupt)
 	}
-	seq, model := rd.uint(), rd.str()
+	print, seq := rd.uint(), rd.uint()
+	last := readChange(rd, seq)
+	model := rd.str()
 	if rd.err != nil {
-		return nil, rd.err
+		return nil, 0, rd.err
+	}
+	if print != r.derivationPrint() {
+		return nil, 0, errors.New("snapshot of other derivations (written by another version of cardex)")
 	}
 	if model != r.emb.Model() {
-		return nil, fmt.Errorf("snapshot of the embedder %q, not %q", model, r.emb.Model())
+		return nil, 0, fmt.Errorf("snapshot of the embedder %q, not %q", model, r.emb.Model())
 	}
 	now, err := r.store.Seq(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store sequence: %w", err)
+		return nil, 0, fmt.Errorf("%w: %w", errStoreSeq, err)
 	}
 	if seq != now {
-		return nil, fmt.Errorf("stale: snapshot at change %d, store at %d", seq, now)
+		return nil, 0, fmt.Errorf("stale: snapshot at change %d, store at %d", seq, now)
 	}
-	n := rd.count(3)
-	checks := make(map[string]snapCheck, n)
-	for range n {
-		id := rd.str()
-		checks[id] = snapCheck{lex: rd.uint(), vec: rd.str()}
+	if have, err := lastChange(ctx, r.store, now); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", errStoreSeq, err)
+	} else if have != last {
+		return nil, 0, fmt.Errorf("stale: the store's change %d is not the one the snapshot saw", now)
 	}
+	v := readView(rd)
 	if rd.err != nil {
-		return nil, rd.err
+		return nil, 0, rd.err
 	}
 	if err := r.lex.readSnapshot(rd); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	regions, err := mv.readSnapshot(rd)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Only a whole snapshot with its checksum right is used (the indexes
 	// are started afresh otherwise: loadSnapshot).
 	if err := rd.check(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return checks, mv.placeFloats(f, regions)
+	return v, seq, mv.placeFloats(f, regions)
 }
 
-// dropUnlisted removes from the indexes every doc a snapshot brought that
-// the view does not hold (a card the first Sync did not find active). Call
-// with r.mu held.
-func (r *Retriever) dropUnlisted(ctx context.Context, checks map[string]snapCheck) error {
+// install makes a loaded snapshot's entries and server entries the view at
+// seq. With Residency, the tenants the view does not hold are taken out of
+// the indexes the snapshot filled.
+func (r *Retriever) install(ctx context.Context, v *viewSnap, seq uint64) error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var gone []string
-	for id := range checks {
-		if r.byID[id] == nil {
-			gone = append(gone, id)
+	for _, e := range v.entries {
+		if !r.holds(e.card.Tenant) {
+			gone = append(gone, e.id)
+			continue
 		}
+		if r.byID[e.id] != nil {
+			return fmt.Errorf("snapshot: %w: card %s twice", errSnapCorrupt, e.id)
+		}
+		r.add(e)
 	}
 	for _, id := range gone {
 		r.vec.Delete(ctx, id)
 	}
-	return r.lex.Delete(gone)
+	if err := r.lex.Delete(gone); err != nil {
+		return err
+	}
+	servers := map[cards.Key]*cards.ServerInfo{}
+	for i := range v.servers {
+		if si := &v.servers[i]; r.holds(si.Tenant) {
+			servers[si.Key()] = si
+		}
+	}
+	if err := r.setServers(servers); err != nil {
+		return err
+	}
+	r.seq = seq
+	return nil
 }
