@@ -50,7 +50,10 @@ func BenchmarkGRPC(b *testing.B) {
 		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
 			diag := &diagDiscovery{}
 			e := newEnv(b, envOptions{cards: synth.Catalogue(n, 1, "acme"), emb: embed.MustBuiltin(), logMode: discoverylog.QueryRaw,
-				wrapDiscovery: func(s pb.DiscoveryServiceServer) pb.DiscoveryServiceServer { diag.DiscoveryServiceServer = s; return diag }})
+				wrapDiscovery: func(s pb.DiscoveryServiceServer) pb.DiscoveryServiceServer {
+					diag.DiscoveryServiceServer = s
+					return diag
+				}})
 			caller := &pb.Caller{Tenant: "acme", Subject: "admin", Scopes: []string{"*"}}
 			var reqs []*pb.DiscoverToolsRequest
 			for _, q := range synth.Queries(50, 7) {
