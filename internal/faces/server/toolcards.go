@@ -61,6 +61,9 @@ func (tc *toolCards) get(c *cards.Card) *toolCard {
 		tc.bytes -= old.size
 		delete(tc.byKey, k)
 	}
+	if e.size > MaxConvertedBytes {
+		return e // answered, not kept
+	}
 	// Map order is random: the entries evicted are any.
 	for other, old := range tc.byKey {
 		if len(tc.byKey) < MaxConvertedCards && tc.bytes+e.size <= MaxConvertedBytes {
@@ -69,10 +72,8 @@ func (tc *toolCards) get(c *cards.Card) *toolCard {
 		tc.bytes -= old.size
 		delete(tc.byKey, other)
 	}
-	if e.size <= MaxConvertedBytes {
-		tc.byKey[k] = e
-		tc.bytes += e.size
-	}
+	tc.byKey[k] = e
+	tc.bytes += e.size
 	return e
 }
 
