@@ -95,10 +95,14 @@ func BenchmarkGRPC(b *testing.B) {
 			diag.canned = nil
 			skip := grpc.ForceCodecV2(undecoded{})
 			b.Run("diag=nodecode", func(b *testing.B) {
+				var bytes atomic.Int64
 				loadRPC(b, func(ctx context.Context, i int) error {
 					var size int
-					return e.conn.Invoke(ctx, pb.DiscoveryService_DiscoverTools_FullMethodName, reqs[i%len(reqs)], &size, skip)
+					err := e.conn.Invoke(ctx, pb.DiscoveryService_DiscoverTools_FullMethodName, reqs[i%len(reqs)], &size, skip)
+					bytes.Add(int64(size))
+					return err
 				})
+				b.ReportMetric(float64(bytes.Load())/float64(b.N), "answer-bytes")
 			})
 		})
 	}
