@@ -4,7 +4,9 @@
 package apiconv
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -56,6 +58,21 @@ func ToolCardToProto(c *cards.Card, withSchemas bool) *pb.Card {
 	}
 	return out
 }
+
+// SameToolCard reports whether every field of the two cards that
+// ToolCardToProto reads is equal, so that their conversions are equal
+// (strings and schemas sharing their memory compare in constant time).
+func SameToolCard(a, b *cards.Card) bool {
+	return a.Tenant == b.Tenant && a.Server == b.Server && a.Name == b.Name && a.Kind == b.Kind && a.Summary == b.Summary &&
+		a.Description == b.Description && slices.Equal(a.Aliases, b.Aliases) && slices.Equal(a.Tags, b.Tags) &&
+		a.WhenNotToUse == b.WhenNotToUse && slices.Equal(a.RequiredScopes, b.RequiredScopes) && a.Status == b.Status &&
+		a.Version == b.Version && sameFlag(a.Annotations.ReadOnly, b.Annotations.ReadOnly) &&
+		sameFlag(a.Annotations.Destructive, b.Annotations.Destructive) && sameFlag(a.Annotations.Idempotent, b.Annotations.Idempotent) &&
+		sameFlag(a.Annotations.OpenWorld, b.Annotations.OpenWorld) && bytes.Equal(a.InputSchema, b.InputSchema) &&
+		bytes.Equal(a.OutputSchema, b.OutputSchema) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+func sameFlag(a, b *bool) bool { return a == b || a != nil && b != nil && *a == *b }
 
 // CardFromProto converts an API card (schemas as JSON text).
 func CardFromProto(p *pb.Card) cards.Card {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
@@ -27,6 +28,9 @@ import (
 type utf8Codec struct {
 	base encoding.CodecV2
 	bad  sync.Map // request message (pointer) → error (*cards.FieldError)
+	// held counts the entries of bad, so that a call finds it empty
+	// without a lookup (the usual case: every request decoded).
+	held atomic.Int64
 }
 
 func newUTF8Codec() *utf8Codec {
@@ -53,16 +57,22 @@ func (c *utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	proto.Reset(m)
 	c.bad.Store(v, bad)
+	c.held.Add(1)
 	return nil
 }
 
 // refused returns the InvalidArgument error for a message the codec could
 // not decode, and forgets it.
 func (c *utf8Codec) refused(m any) error {
+	// The request's own Unmarshal happened before, its count is seen.
+	if c.held.Load() == 0 {
+		return nil
+	}
 	bad, ok := c.bad.LoadAndDelete(m)
 	if !ok {
 		return nil
 	}
+	c.held.Add(-1)
 	return toStatus(nil, "", bad.(error))
 }
 

@@ -38,6 +38,8 @@ type discovery struct {
 	metrics *metrics.Metrics
 	// autoPins is Config.AutoPins.
 	autoPins int
+	// converted keeps the API form of the cards answers return.
+	converted toolCards
 }
 
 func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequest) (*pb.DiscoverToolsResponse, error) {
@@ -80,36 +82,32 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			Method:          retriever.TokenMethod,
 		},
 	}
-	logged := make([]discoverylog.Returned, 0, len(res.Tools))
-	remembered := make([]feedback.Tool, 0, len(res.Tools))
+	n := len(res.Tools)
+	logged := make([]discoverylog.Returned, 0, n)
+	remembered := make([]feedback.Tool, 0, n)
 	var intentsOf map[feedback.Tool][]string
-	defs, answer := toolformat.Shape(format, res.Cards(), req.GetCallId())
+	var defs []json.RawMessage
+	var answer json.RawMessage
+	if format != toolformat.None {
+		defs, answer = toolformat.Shape(format, res.Cards(), req.GetCallId())
+	}
+	// One allocation each for the answer's tools and their scores.
+	tools, scores := make([]pb.DiscoveredTool, n), make([]pb.Scores, n)
+	out.Tools = make([]*pb.DiscoveredTool, n)
 	for i, t := range res.Tools {
-		var def json.RawMessage
+		conv := s.converted.get(&t.Card)
+		sc := &scores[i]
+		sc.Lexical, sc.Semantic, sc.Fused = t.Scores.Lexical, t.Scores.Semantic, t.Scores.Score
+		sc.LexicalRank, sc.SemanticRank = int32(t.Scores.LexicalRank), int32(t.Scores.SemanticRank)
+		dt := &tools[i]
+		dt.ProviderName, dt.Card, dt.Scores = conv.provider, conv.pb, sc
 		if defs != nil {
-			def = defs[i]
+			dt.DefinitionJson = string(defs[i])
 		}
-		out.Tools = append(out.Tools, &pb.DiscoveredTool{
-			ProviderName:   toolname.Provider(t.Card.Server, t.Card.Name),
-			DefinitionJson: string(def),
-			Card:           apiconv.ToolCardToProto(&t.Card, true),
-			Scores: &pb.Scores{
-				Lexical:      t.Scores.Lexical,
-				Semantic:     t.Scores.Semantic,
-				Fused:        t.Scores.Score,
-				LexicalRank:  int32(t.Scores.LexicalRank),
-				SemanticRank: int32(t.Scores.SemanticRank),
-			},
-			MatchedFields: t.Scores.Fields,
-			Reason:        t.Reason,
-			Pinned:        t.Pinned,
-			Tokens:        int32(t.Tokens),
-			Confidence:    t.Scores.Confidence,
-			Intents:       int32s(t.Intents),
-			ForQuery:      t.ForQuery,
-			Alternatives:  refs(t.Alternatives),
-			CompanionOf:   ref(t.CompanionOf),
-		})
+		dt.MatchedFields, dt.Reason, dt.Pinned, dt.Tokens = t.Scores.Fields, t.Reason, t.Pinned, int32(t.Tokens)
+		dt.Confidence, dt.Intents, dt.ForQuery = t.Scores.Confidence, int32s(t.Intents), t.ForQuery
+		dt.Alternatives, dt.CompanionOf = refs(t.Alternatives), ref(t.CompanionOf)
+		out.Tools[i] = dt
 		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
 		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
 		remembered = append(remembered, ft)

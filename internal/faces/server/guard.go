@@ -75,9 +75,11 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return nil, g.refuse(ctx, method, p.Name, "", needs(need, g.auth), err)
 	}
 	ctx = auth.WithPrincipal(ctx, p)
-	limitKey, tenant := "credential:"+p.Name, ""
-	routed := apiconv.RequestTenants(req)
-	if need == auth.RoleDiscover {
+	var limitKey, tenant string
+	var routed []string
+	if need != auth.RoleDiscover {
+		limitKey, routed = "credential:"+p.Name, apiconv.RequestTenants(req)
+	} else {
 		field := callerField(req)
 		if field == nil {
 			return nil, status.Errorf(codes.Internal, "no caller in %T", req)
@@ -144,10 +146,8 @@ func (g *guard) execution(ctx context.Context, method string, req any, next grpc
 		return next(ctx, req)
 	}
 	header := ""
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			header = v[0]
-		}
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		header = v[0]
 	}
 	id, ok := g.agents.Authenticate(header)
 	if !ok {
@@ -246,8 +246,8 @@ func (g *guard) record(ctx context.Context, e audittrail.Entry) {
 }
 
 func bearer(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("authorization"); len(v) > 0 {
+	// The one key, not a copy of all the metadata.
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
 		return tokens.BearerToken(v[0])
 	}
 	return ""

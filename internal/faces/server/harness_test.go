@@ -80,6 +80,8 @@ type envOptions struct {
 	dialOpts    []grpc.DialOption // instead of plaintext
 	agentTokens string            // agent token file content: registers the ExecutionService
 	bearer      string            // sent by put (a catalog or admin token)
+	// wrapDiscovery, if set, is handed the DiscoveryService (server.NewWrapped).
+	wrapDiscovery func(pb.DiscoveryServiceServer) pb.DiscoveryServiceServer
 }
 
 // newEnv starts a server and returns a connected client. Everything is torn
@@ -154,7 +156,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Cleanup(func() { _ = as.Close() })
 		cfg.Execution, cfg.AgentTokens = as.Execution(), as.Tokens()
 	}
-	gs, _ := server.New(cfg)
+	gs, _ := server.NewWrapped(cfg, o.wrapDiscovery)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	t.Cleanup(func() {

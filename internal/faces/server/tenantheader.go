@@ -15,8 +15,7 @@ import (
 // routes. A call without the header is not refused (a replica reached
 // directly serves any tenant).
 func checkTenantHeader(ctx context.Context, tenants []string) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vs := md.Get(apiconv.TenantHeader)
+	vs := metadata.ValueFromIncomingContext(ctx, apiconv.TenantHeader)
 	if len(vs) == 0 {
 		return nil
 	}
