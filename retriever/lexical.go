@@ -2,8 +2,10 @@ package retriever
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"runtime"
 	"slices"
@@ -173,7 +175,36 @@ type lexDoc struct {
 	tenant uint32
 	key    uint32 // the key its hits carry (setKey; Hit.key)
 	n      [maxLexFields]int32
-	terms  []uint32
+	terms  termList
+}
+
+// termList is a doc's term numbers, ascending, as the unsigned varints of
+// their differences (a doc holds its postings' terms in a quarter of
+// their four-byte numbers).
+type termList []byte
+
+// appendTerms appends the ascending numbers nos to l.
+func appendTerms(l termList, nos []uint32) termList {
+	prev := uint32(0)
+	for _, no := range nos {
+		l = binary.AppendUvarint(l, uint64(no-prev))
+		prev = no
+	}
+	return l
+}
+
+// all yields the numbers, ascending.
+func (l termList) all() iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		no := uint32(0)
+		for len(l) > 0 {
+			d, k := binary.Uvarint(l)
+			no, l = no+uint32(d), l[k:]
+			if !yield(no) {
+				return
+			}
+		}
+	}
 }
 
 // posting is one doc holding a term, with the term's count in each field
@@ -398,6 +429,7 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.version++
+	var nos []uint32 // a doc's term numbers
 	for i := range docs {
 		d := &docs[i]
 		num, exists := x.byID[d.ID]
@@ -419,12 +451,15 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 			t = &lexTenant{no: no}
 			x.tenants[d.Tenant] = t
 		}
-		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n, terms: make([]uint32, 0, len(an[i].tfs))}
+		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n}
+		nos = nos[:0]
 		for term, tf := range an[i].tfs {
 			no := x.term(term)
-			doc.terms = append(doc.terms, no)
+			nos = append(nos, no)
 			x.addPosting(no, posting{doc: num, tf: x.packTF(tf)})
 		}
+		slices.Sort(nos)
+		doc.terms = appendTerms(nil, nos)
 		x.docs[num] = doc
 		x.byID[d.ID] = num
 		t.docs++
@@ -451,7 +486,7 @@ func (x *LexicalIndex) addPosting(no uint32, p posting) {
 // taken (the caller reuses or frees it). Call with x.mu held.
 func (x *LexicalIndex) forget(num uint32) {
 	d := &x.docs[num]
-	for _, no := range d.terms {
+	for no := range d.terms.all() {
 		ps := x.postings[no]
 		i, found := slices.BinarySearchFunc(ps, num, func(q posting, n uint32) int { return int(int64(q.doc) - int64(n)) })
 		if !found {

@@ -651,6 +651,22 @@ func TestLexicalMatchesReference(t *testing.T) {
 	// wide-slot numbering afresh) answers the same, and takes changes.
 	x = lexRoundTrip(t, x)
 	compare("read back from a snapshot")
+	changed, gone, kept = nil, nil, nil
+	for i := range docs {
+		switch i % 5 {
+		case 0:
+			docs[i].Description = phrase(12) + strings.Repeat(" refund", lexTFMax+2)
+			changed = append(changed, docs[i])
+		case 1:
+			gone = append(gone, docs[i].ID)
+		default:
+			kept = append(kept, docs[i])
+		}
+	}
+	upsert(changed)
+	del(gone)
+	docs = append(kept, changed...)
+	compare("changes after the snapshot")
 	// Deleted numbers are reused.
 	upsert([]LexicalDoc{{ID: lexID("acme", "new", "fresh_tool"), Tenant: "acme", Name: "fresh_tool", Summary: "a fresh refund tool"}})
 	docs = append(docs, LexicalDoc{ID: lexID("acme", "new", "fresh_tool"), Tenant: "acme", Name: "fresh_tool", Summary: "a fresh refund tool"})

@@ -118,7 +118,7 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 			r.fail()
 		}
 	}
-	held := make([]uint32, nd) // terms a doc holds
+	held := make([]uint32, nd) // bytes of a doc's term list (then lengths)
 	for range r.count(2) {
 		term := r.str()
 		if _, dup := y.termNo[term]; dup {
@@ -140,7 +140,6 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 				}
 			}
 			ps[j] = posting{doc: doc, tf: y.packTF(&tf)}
-			held[doc]++
 		}
 		if r.err != nil {
 			break
@@ -150,18 +149,28 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	if r.err != nil {
 		return r.err
 	}
-	// The docs' term lists, in one array.
+	// The docs' term lists, in one array: their lengths, then the lists,
+	// each doc's terms met in ascending order.
+	prev := make([]uint32, nd)
 	total := 0
-	for _, k := range held {
-		total += int(k)
+	for no, ps := range y.postings {
+		for _, p := range ps {
+			k := uvarintLen(uint64(uint32(no) - prev[p.doc]))
+			held[p.doc] += uint32(k)
+			total += k
+			prev[p.doc] = uint32(no)
+		}
 	}
-	flat := make([]uint32, total)
+	flat := make([]byte, total)
 	for i := range docs {
 		docs[i].terms, flat = flat[:0:held[i]], flat[held[i]:]
+		prev[i] = 0
 	}
 	for no, ps := range y.postings {
 		for _, p := range ps {
-			docs[p.doc].terms = append(docs[p.doc].terms, uint32(no))
+			d := &docs[p.doc]
+			d.terms = binary.AppendUvarint(d.terms, uint64(uint32(no)-prev[p.doc]))
+			prev[p.doc] = uint32(no)
 		}
 	}
 	tenants := map[string]*lexTenant{}
