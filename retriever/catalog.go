@@ -105,7 +105,7 @@ type Retriever struct {
 	entries  []*entry
 	entryNos numbers
 	byTenant map[string]map[string]*entry            // tenant → id → entry
-	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
+	byName   map[string]map[string][]*entry // tenant → name → its entries (one a server)
 	// servers are the store's server entries (tenant → name → entry),
 	// whatever the status of their cards; they grant nothing.
 	servers map[string]map[string]cards.ServerInfo
@@ -113,6 +113,7 @@ type Retriever struct {
 	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
 	dupGroups map[string]*dupGroup   // tenant + dup key → its entries' count
+	keyBuf    []byte                 // tenantKey's
 	slots     map[string]*serverSlot // tenant + server → its entries' count
 	// groupNos and slotNos number the dup groups and server slots, so
 	// that the pipeline's scratch is indexed by them.
@@ -155,7 +156,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byID:      map[string]*entry{},
 		entries:   []*entry{nil},
 		byTenant:  map[string]map[string]*entry{},
-		byName:    map[string]map[string]map[string]*entry{},
+		byName:    map[string]map[string][]*entry{},
 		changed:   make(chan struct{}),
 		cands:     map[string]*candSet{},
 		dupGroups: map[string]*dupGroup{},
@@ -465,20 +466,20 @@ func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
 func (r *Retriever) add(e *entry) {
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	if e.dup != "" {
-		k := t + idSep + e.dup
-		if r.dupGroups[k] == nil {
-			r.dupGroups[k] = &dupGroup{no: r.groupNos.take()}
+		k := r.tenantKey(t, e.dup)
+		if e.group = r.dupGroups[string(k)]; e.group == nil {
+			e.group = &dupGroup{no: r.groupNos.take()}
+			r.dupGroups[string(k)] = e.group
 		}
-		e.group = r.dupGroups[k]
 		e.group.n++
 	}
 	e.destructive = isDestructive(&e.card)
 	e.deprecated = e.card.Deprecated()
-	sk := t + idSep + s
-	if r.slots[sk] == nil {
-		r.slots[sk] = &serverSlot{no: r.slotNos.take()}
+	k := r.tenantKey(t, s)
+	if e.server = r.slots[string(k)]; e.server == nil {
+		e.server = &serverSlot{no: r.slotNos.take()}
+		r.slots[string(k)] = e.server
 	}
-	e.server = r.slots[sk]
 	e.server.n++
 	if e.no = r.entryNos.take(); int(e.no) == len(r.entries) {
 		r.entries = append(r.entries, nil)
@@ -486,15 +487,15 @@ func (r *Retriever) add(e *entry) {
 	r.entries[e.no] = e
 	r.byID[e.id] = e
 	r.account(t, 1, entryBytes(e, r.emb.Dim()))
-	if r.byTenant[t] == nil {
-		r.byTenant[t] = map[string]*entry{}
-		r.byName[t] = map[string]map[string]*entry{}
+	byID := r.byTenant[t]
+	if byID == nil {
+		byID = map[string]*entry{}
+		r.byTenant[t] = byID
+		r.byName[t] = map[string][]*entry{}
 	}
-	r.byTenant[t][e.id] = e
-	if r.byName[t][n] == nil {
-		r.byName[t][n] = map[string]*entry{}
-	}
-	r.byName[t][n][s] = e
+	byID[e.id] = e
+	byName := r.byName[t]
+	byName[n] = append(byName[n], e)
 	r.lex.setKey(e.id, e.no)
 	if mi, ok := r.vec.(memoryIndex); ok {
 		mi.m.setKey(e.id, e.no)
@@ -509,12 +510,12 @@ func (r *Retriever) drop(id string) {
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	if e.group != nil {
 		if e.group.n--; e.group.n == 0 {
-			delete(r.dupGroups, t+idSep+e.dup)
+			delete(r.dupGroups, string(r.tenantKey(t, e.dup)))
 			r.groupNos.give(e.group.no)
 		}
 	}
 	if e.server.n--; e.server.n == 0 {
-		delete(r.slots, t+idSep+s)
+		delete(r.slots, string(r.tenantKey(t, s)))
 		r.slotNos.give(e.server.no)
 	}
 	delete(r.byID, id)
@@ -522,14 +523,23 @@ func (r *Retriever) drop(id string) {
 	r.entryNos.give(e.no)
 	r.account(t, -1, -entryBytes(e, r.emb.Dim()))
 	delete(r.byTenant[t], id)
-	delete(r.byName[t][n], s)
-	if len(r.byName[t][n]) == 0 {
+	if named := slices.DeleteFunc(r.byName[t][n], func(x *entry) bool { return x == e }); len(named) > 0 {
+		r.byName[t][n] = named
+	} else {
 		delete(r.byName[t], n)
 	}
 	if len(r.byTenant[t]) == 0 {
 		delete(r.byTenant, t)
 		delete(r.byName, t)
 	}
+}
+
+// tenantKey is tenant + idSep + x in the view's scratch buffer (the key
+// of a tenant's dup group or server slot), for looking up and deleting
+// without building a string. Call with r.mu held for writing.
+func (r *Retriever) tenantKey(tenant, x string) []byte {
+	r.keyBuf = append(append(append(r.keyBuf[:0], tenant...), idSep...), x...)
+	return r.keyBuf
 }
 
 const embedBatch = 64

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -228,6 +229,18 @@ func (r *Retriever) install(ctx context.Context, v *viewSnap, seq uint64) error 
 	defer r.syncMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The view is empty: its maps are made at their final sizes.
+	perTenant := map[string]int{}
+	for _, e := range v.entries {
+		perTenant[e.card.Tenant]++
+	}
+	r.byID = make(map[string]*entry, len(v.entries))
+	r.entries = slices.Grow(r.entries, len(v.entries))
+	for t, n := range perTenant {
+		if r.holds(t) {
+			r.byTenant[t], r.byName[t] = make(map[string]*entry, n), make(map[string][]*entry, n)
+		}
+	}
 	var gone []string
 	for _, e := range v.entries {
 		if !r.holds(e.card.Tenant) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"math"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -151,7 +152,7 @@ func tri(p *bool) uint64 {
 func (w *recWriter) entry(e *entry) {
 	c := &e.card
 	w.uint(uint64(len(c.Aliases) + len(c.Tags) + len(c.RequiredScopes) + len(e.examples) + len(e.learned)))
-	for _, s := range []string{c.Tenant, c.Server, c.Name, string(c.Kind), c.Summary, c.Description, c.WhenNotToUse, string(c.Status)} {
+	for _, s := range []string{e.id, string(c.Kind), c.Summary, c.Description, c.WhenNotToUse, string(c.Status)} {
 		w.str(s)
 	}
 	w.list(c.Aliases)
@@ -308,7 +309,16 @@ func decodeEntry(b []byte) *entry {
 	d.strs = make([]string, nstr)
 	e := &entry{}
 	c := &e.card
-	c.Tenant, c.Server, c.Name, c.Kind = d.str(), d.str(), d.str(), cards.Kind(d.str())
+	// The ID holds the key, its parts separated by idSep (which no name
+	// holds): the card's tenant, server and name are parts of it.
+	e.id = d.str()
+	var ok1, ok2 bool
+	c.Tenant, c.Name, ok1 = strings.Cut(e.id, idSep)
+	c.Server, c.Name, ok2 = strings.Cut(c.Name, idSep)
+	if !ok1 || !ok2 || strings.Contains(c.Name, idSep) {
+		return nil
+	}
+	c.Kind = cards.Kind(d.str())
 	c.Summary, c.Description, c.WhenNotToUse, c.Status = d.str(), d.str(), d.str(), cards.Status(d.str())
 	c.Aliases, c.Tags, c.RequiredScopes = d.list(), d.list(), d.list()
 	a := d.uint()
@@ -333,7 +343,6 @@ func decodeEntry(b []byte) *entry {
 	if d.bad || d.i != len(b) {
 		return nil
 	}
-	e.id = DocID(c.Key())
 	e.companions = loadedCompanions(e.coUse)
 	return e
 }

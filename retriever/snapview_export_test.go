@@ -37,7 +37,7 @@ func ViewState(r *Retriever) string {
 		}
 		fmt.Fprintf(&b, "%q: %s examples %q learned %q co-use %s (%x) keeps %v tokens %d dup %q group %d words %x destructive %t deprecated %t server slot %d\n",
 			id, card, e.examples, e.learned, co, math.Float64bits(e.coUse.Uses), kept, e.tokens, e.dup, group, e.words, e.destructive, e.deprecated, e.server.n)
-		if r.entries[e.no] != e || r.byTenant[e.card.Tenant][id] != e || r.byName[e.card.Tenant][e.card.Name][e.card.Server] != e {
+		if r.entries[e.no] != e || r.byTenant[e.card.Tenant][id] != e || !slices.Contains(r.byName[e.card.Tenant][e.card.Name], e) {
 			fmt.Fprintf(&b, "  %q is not filed under its number, tenant or name\n", id)
 		}
 	}
