@@ -104,7 +104,7 @@ type Retriever struct {
 	// 0 and freed numbers hold nil).
 	entries  []*entry
 	entryNos numbers
-	byTenant map[string]map[string]*entry            // tenant → id → entry
+	byTenant map[string]map[string]*entry   // tenant → id → entry
 	byName   map[string]map[string][]*entry // tenant → name → its entries (one a server)
 	// servers are the store's server entries (tenant → name → entry),
 	// whatever the status of their cards; they grant nothing.
