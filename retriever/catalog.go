@@ -122,8 +122,12 @@ type Retriever struct {
 	fuseBufs   sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
 	answerBufs sync.Pool // *answerScratch, lent to one answer at a time
 
-	// snapPath is where the view's snapshot is kept ("" none; snapshot.go).
-	snapPath string
+	// snapPath is where the view's snapshot is kept ("" none; snapshot.go);
+	// snapGone and snapServers carry a loaded one's dropped IDs and server
+	// entries to the end of its load.
+	snapPath    string
+	snapGone    []string
+	snapServers []cards.ServerInfo
 	closed   atomic.Bool
 
 	candMu sync.Mutex // guards cands (readers of the view add to it)
@@ -401,6 +405,10 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 		}
 		r.drop(e.id)
 		r.add(e)
+		r.lex.setKey(e.id, e.no)
+		if mi, ok := r.vec.(memoryIndex); ok {
+			mi.m.setKey(e.id, e.no)
+		}
 	}
 	if err := r.setServers(servers); err != nil {
 		return err
@@ -461,8 +469,9 @@ func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
 	return r.srv.update(ups, removed)
 }
 
-// add puts an entry into the view under a number of its own, and gives the
-// indexes' docs of its ID that number. Call with r.mu held for writing.
+// add puts an entry into the view under a number of its own (which the
+// caller gives the indexes' docs of its ID). Call with r.mu held for
+// writing.
 func (r *Retriever) add(e *entry) {
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	if e.dup != "" {
@@ -496,9 +505,22 @@ func (r *Retriever) add(e *entry) {
 	byID[e.id] = e
 	byName := r.byName[t]
 	byName[n] = append(byName[n], e)
-	r.lex.setKey(e.id, e.no)
-	if mi, ok := r.vec.(memoryIndex); ok {
-		mi.m.setKey(e.id, e.no)
+}
+
+// resetView empties the view (a snapshot's load that failed part way).
+func (r *Retriever) resetView() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID, r.entries, r.entryNos = map[string]*entry{}, []*entry{nil}, numbers{}
+	r.byTenant, r.byName = map[string]map[string]*entry{}, map[string]map[string][]*entry{}
+	r.dupGroups, r.slots = map[string]*dupGroup{}, map[string]*serverSlot{}
+	r.groupNos, r.slotNos = numbers{}, numbers{}
+	r.seq, r.snapGone, r.snapServers = 0, nil, nil
+	if res := r.res; res != nil {
+		res.mu.Lock()
+		res.held, res.onDemand = map[string]*heldTenant{}, 0
+		res.lru.Init()
+		res.mu.Unlock()
 	}
 }
 

@@ -2,8 +2,10 @@ package retriever
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -22,10 +24,10 @@ import (
 // string lists): the view holds each card as compactly as the store's
 // JSON decoded it, with far fewer objects for the collector to trace.
 
-// viewSnap is a decoded view part: its entries (numbers not yet taken) and
-// server entries.
+// viewSnap is a view part as read: its entries' records, not yet
+// decoded, and its server entries.
 type viewSnap struct {
-	entries []*entry
+	entries [][]byte
 	servers []cards.ServerInfo
 }
 
@@ -58,38 +60,63 @@ func (r *Retriever) writeView(w *snapWriter) {
 	}
 }
 
-// readView decodes the view part. Nothing of it is trusted before the
+// readView reads the view part: its entries' records (decoded by
+// fillView) and its server entries. Nothing of it is trusted before the
 // snapshot's checksum is (rd.check).
 func readView(rd *snapReader) *viewSnap {
-	v := &viewSnap{entries: make([]*entry, 0, rd.count(8))}
-	for range cap(v.entries) {
-		b := rd.blob()
-		if rd.err != nil {
-			return nil
-		}
-		e := decodeEntry(b)
-		if e == nil {
-			rd.fail()
-			return nil
-		}
-		v.entries = append(v.entries, e)
+	v := &viewSnap{entries: make([][]byte, rd.count(8))}
+	for i := range v.entries {
+		v.entries[i] = rd.blob()
 	}
-	ns := rd.count(8)
-	v.servers = make([]cards.ServerInfo, 0, ns)
-	for range ns {
+	v.servers = make([]cards.ServerInfo, rd.count(8))
+	for i := range v.servers {
 		b := rd.blob()
 		if rd.err != nil {
 			return nil
 		}
 		d := recReader{b: b}
-		si := d.server()
-		if d.bad || d.i != len(b) {
+		if v.servers[i] = d.server(); d.bad || d.i != len(b) {
 			rd.fail()
-			return nil
 		}
-		v.servers = append(v.servers, si)
+	}
+	if rd.err != nil {
+		return nil
 	}
 	return v
+}
+
+// fillView decodes the entries' records into the empty view, at their
+// tenants' final map sizes. Residency's tenants that the view does not
+// hold are left out: it returns their IDs, for the indexes to drop. The
+// indexes' docs get the entries' numbers later (keyIndexes). Call with
+// r.mu held for writing.
+func (r *Retriever) fillView(recs [][]byte) (gone []string, err error) {
+	es := make([]*entry, len(recs))
+	perTenant := map[string]int{}
+	for i, b := range recs {
+		if es[i] = decodeEntry(b); es[i] == nil {
+			return nil, fmt.Errorf("%w: entry %d", errSnapCorrupt, i)
+		}
+		perTenant[es[i].card.Tenant]++
+	}
+	r.byID = make(map[string]*entry, len(es))
+	r.entries = slices.Grow(r.entries, len(es))
+	for t, n := range perTenant {
+		if r.holds(t) {
+			r.byTenant[t], r.byName[t] = make(map[string]*entry, n), make(map[string][]*entry, n)
+		}
+	}
+	for _, e := range es {
+		switch {
+		case !r.holds(e.card.Tenant):
+			gone = append(gone, e.id)
+		case r.byID[e.id] != nil:
+			return nil, fmt.Errorf("%w: card %s twice", errSnapCorrupt, e.id)
+		default:
+			r.add(e)
+		}
+	}
+	return gone, nil
 }
 
 // recWriter builds one record: unsigned varints, length-prefixed strings,
