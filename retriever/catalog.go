@@ -128,7 +128,7 @@ type Retriever struct {
 	snapPath    string
 	snapGone    []string
 	snapServers []cards.ServerInfo
-	closed   atomic.Bool
+	closed      atomic.Bool
 
 	candMu sync.Mutex // guards cands (readers of the view add to it)
 	cands  map[string]*candSet
