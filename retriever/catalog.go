@@ -30,12 +30,9 @@ type entry struct {
 	// learned are phrasings learned from use (see Learn), as the store
 	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
-	// companions is the card's co-usage table (companions.go), decayed to
-	// when it was read, read again whenever the card changes; coUse is the
-	// table as stored (zero: none), which a snapshot keeps, so that a
-	// restart decays it as a read from the store would.
-	companions cards.Companions
-	coUse      cards.Companions
+	// co is the card's co-usage table (companions.go), nil when it has
+	// none, read again whenever the card changes.
+	co *coUsage
 	// examples are the card's search examples, held apart from card: they
 	// are searched and embedded, and card (what answers are made of) has
 	// none, so no answer can carry them to an agent.
@@ -356,8 +353,7 @@ func (r *Retriever) readLessons(ctx context.Context, es []*entry) error {
 	}
 	for i, e := range es {
 		e.learned = learned[keys[i]]
-		e.coUse = comps[keys[i]]
-		e.companions = loadedCompanions(e.coUse)
+		e.co = newCoUsage(comps[keys[i]])
 	}
 	return nil
 }

@@ -193,7 +193,11 @@ func (w *recWriter) entry(e *entry) {
 	w.time(c.UpdatedAt)
 	w.list(e.examples)
 	w.list(e.learned)
-	w.companions(&e.coUse)
+	var stored cards.Companions
+	if e.co != nil {
+		stored = e.co.stored
+	}
+	w.companions(&stored)
 	w.uint(uint64(e.tokens))
 	w.str(e.dup)
 	w.uint(uint64(len(e.words)))
@@ -354,7 +358,7 @@ func decodeEntry(b []byte) *entry {
 	c.Version = int64(d.uint())
 	c.UpdatedAt = d.time()
 	e.examples, e.learned = d.list(), d.list()
-	e.coUse = d.companions()
+	e.co = newCoUsage(d.companions())
 	e.tokens = int(d.uint())
 	e.dup = d.str()
 	nw := d.uint()
@@ -370,7 +374,6 @@ func decodeEntry(b []byte) *entry {
 	if d.bad || d.i != len(b) {
 		return nil
 	}
-	e.companions = loadedCompanions(e.coUse)
 	return e
 }
 
