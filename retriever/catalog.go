@@ -30,12 +30,9 @@ type entry struct {
 	// learned are phrasings learned from use (see Learn), as the store
 	// holds them (Store.Learned), read again whenever the card changes.
 	learned []string
-	// companions is the card's co-usage table (companions.go), decayed to
-	// when it was read, read again whenever the card changes; coUse is the
-	// table as stored (zero: none), which a snapshot keeps, so that a
-	// restart decays it as a read from the store would.
-	companions cards.Companions
-	coUse      cards.Companions
+	// co is the card's co-usage table (companions.go), nil when it has
+	// none, read again whenever the card changes.
+	co *coUsage
 	// examples are the card's search examples, held apart from card: they
 	// are searched and embedded, and card (what answers are made of) has
 	// none, so no answer can carry them to an agent.
@@ -104,8 +101,8 @@ type Retriever struct {
 	// 0 and freed numbers hold nil).
 	entries  []*entry
 	entryNos numbers
-	byTenant map[string]map[string]*entry            // tenant → id → entry
-	byName   map[string]map[string]map[string]*entry // tenant → name → server → entry
+	byTenant map[string]map[string]*entry   // tenant → id → entry
+	byName   map[string]map[string][]*entry // tenant → name → its entries (one a server)
 	// servers are the store's server entries (tenant → name → entry),
 	// whatever the status of their cards; they grant nothing.
 	servers map[string]map[string]cards.ServerInfo
@@ -113,6 +110,7 @@ type Retriever struct {
 	changed chan struct{} // closed and replaced at every change of the view (Changed)
 
 	dupGroups map[string]*dupGroup   // tenant + dup key → its entries' count
+	keyBuf    []byte                 // tenantKey's
 	slots     map[string]*serverSlot // tenant + server → its entries' count
 	// groupNos and slotNos number the dup groups and server slots, so
 	// that the pipeline's scratch is indexed by them.
@@ -121,9 +119,13 @@ type Retriever struct {
 	fuseBufs   sync.Pool // *fuseBuf, lent to one answer at a time (fusion.go)
 	answerBufs sync.Pool // *answerScratch, lent to one answer at a time
 
-	// snapPath is where the view's snapshot is kept ("" none; snapshot.go).
-	snapPath string
-	closed   atomic.Bool
+	// snapPath is where the view's snapshot is kept ("" none; snapshot.go);
+	// snapGone and snapServers carry a loaded one's dropped IDs and server
+	// entries to the end of its load.
+	snapPath    string
+	snapGone    []string
+	snapServers []cards.ServerInfo
+	closed      atomic.Bool
 
 	candMu sync.Mutex // guards cands (readers of the view add to it)
 	cands  map[string]*candSet
@@ -155,7 +157,7 @@ func New(ctx context.Context, store cards.Store, emb embed.Embedder, log *slog.L
 		byID:      map[string]*entry{},
 		entries:   []*entry{nil},
 		byTenant:  map[string]map[string]*entry{},
-		byName:    map[string]map[string]map[string]*entry{},
+		byName:    map[string]map[string][]*entry{},
 		changed:   make(chan struct{}),
 		cands:     map[string]*candSet{},
 		dupGroups: map[string]*dupGroup{},
@@ -351,8 +353,7 @@ func (r *Retriever) readLessons(ctx context.Context, es []*entry) error {
 	}
 	for i, e := range es {
 		e.learned = learned[keys[i]]
-		e.coUse = comps[keys[i]]
-		e.companions = loadedCompanions(e.coUse)
+		e.co = newCoUsage(comps[keys[i]])
 	}
 	return nil
 }
@@ -400,6 +401,10 @@ func (r *Retriever) index(ctx context.Context, upserts []*entry, removals []stri
 		}
 		r.drop(e.id)
 		r.add(e)
+		r.lex.setKey(e.id, e.no)
+		if mi, ok := r.vec.(memoryIndex); ok {
+			mi.m.setKey(e.id, e.no)
+		}
 	}
 	if err := r.setServers(servers); err != nil {
 		return err
@@ -460,25 +465,26 @@ func (r *Retriever) setServers(servers map[cards.Key]*cards.ServerInfo) error {
 	return r.srv.update(ups, removed)
 }
 
-// add puts an entry into the view under a number of its own, and gives the
-// indexes' docs of its ID that number. Call with r.mu held for writing.
+// add puts an entry into the view under a number of its own (which the
+// caller gives the indexes' docs of its ID). Call with r.mu held for
+// writing.
 func (r *Retriever) add(e *entry) {
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	if e.dup != "" {
-		k := t + idSep + e.dup
-		if r.dupGroups[k] == nil {
-			r.dupGroups[k] = &dupGroup{no: r.groupNos.take()}
+		k := r.tenantKey(t, e.dup)
+		if e.group = r.dupGroups[string(k)]; e.group == nil {
+			e.group = &dupGroup{no: r.groupNos.take()}
+			r.dupGroups[string(k)] = e.group
 		}
-		e.group = r.dupGroups[k]
 		e.group.n++
 	}
 	e.destructive = isDestructive(&e.card)
 	e.deprecated = e.card.Deprecated()
-	sk := t + idSep + s
-	if r.slots[sk] == nil {
-		r.slots[sk] = &serverSlot{no: r.slotNos.take()}
+	k := r.tenantKey(t, s)
+	if e.server = r.slots[string(k)]; e.server == nil {
+		e.server = &serverSlot{no: r.slotNos.take()}
+		r.slots[string(k)] = e.server
 	}
-	e.server = r.slots[sk]
 	e.server.n++
 	if e.no = r.entryNos.take(); int(e.no) == len(r.entries) {
 		r.entries = append(r.entries, nil)
@@ -486,18 +492,31 @@ func (r *Retriever) add(e *entry) {
 	r.entries[e.no] = e
 	r.byID[e.id] = e
 	r.account(t, 1, entryBytes(e, r.emb.Dim()))
-	if r.byTenant[t] == nil {
-		r.byTenant[t] = map[string]*entry{}
-		r.byName[t] = map[string]map[string]*entry{}
+	byID := r.byTenant[t]
+	if byID == nil {
+		byID = map[string]*entry{}
+		r.byTenant[t] = byID
+		r.byName[t] = map[string][]*entry{}
 	}
-	r.byTenant[t][e.id] = e
-	if r.byName[t][n] == nil {
-		r.byName[t][n] = map[string]*entry{}
-	}
-	r.byName[t][n][s] = e
-	r.lex.setKey(e.id, e.no)
-	if mi, ok := r.vec.(memoryIndex); ok {
-		mi.m.setKey(e.id, e.no)
+	byID[e.id] = e
+	byName := r.byName[t]
+	byName[n] = append(byName[n], e)
+}
+
+// resetView empties the view (a snapshot's load that failed part way).
+func (r *Retriever) resetView() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID, r.entries, r.entryNos = map[string]*entry{}, []*entry{nil}, numbers{}
+	r.byTenant, r.byName = map[string]map[string]*entry{}, map[string]map[string][]*entry{}
+	r.dupGroups, r.slots = map[string]*dupGroup{}, map[string]*serverSlot{}
+	r.groupNos, r.slotNos = numbers{}, numbers{}
+	r.seq, r.snapGone, r.snapServers = 0, nil, nil
+	if res := r.res; res != nil {
+		res.mu.Lock()
+		res.held, res.onDemand = map[string]*heldTenant{}, 0
+		res.lru.Init()
+		res.mu.Unlock()
 	}
 }
 
@@ -509,12 +528,12 @@ func (r *Retriever) drop(id string) {
 	t, n, s := e.card.Tenant, e.card.Name, e.card.Server
 	if e.group != nil {
 		if e.group.n--; e.group.n == 0 {
-			delete(r.dupGroups, t+idSep+e.dup)
+			delete(r.dupGroups, string(r.tenantKey(t, e.dup)))
 			r.groupNos.give(e.group.no)
 		}
 	}
 	if e.server.n--; e.server.n == 0 {
-		delete(r.slots, t+idSep+s)
+		delete(r.slots, string(r.tenantKey(t, s)))
 		r.slotNos.give(e.server.no)
 	}
 	delete(r.byID, id)
@@ -522,14 +541,23 @@ func (r *Retriever) drop(id string) {
 	r.entryNos.give(e.no)
 	r.account(t, -1, -entryBytes(e, r.emb.Dim()))
 	delete(r.byTenant[t], id)
-	delete(r.byName[t][n], s)
-	if len(r.byName[t][n]) == 0 {
+	if named := slices.DeleteFunc(r.byName[t][n], func(x *entry) bool { return x == e }); len(named) > 0 {
+		r.byName[t][n] = named
+	} else {
 		delete(r.byName[t], n)
 	}
 	if len(r.byTenant[t]) == 0 {
 		delete(r.byTenant, t)
 		delete(r.byName, t)
 	}
+}
+
+// tenantKey is tenant + idSep + x in the view's scratch buffer (the key
+// of a tenant's dup group or server slot), for looking up and deleting
+// without building a string. Call with r.mu held for writing.
+func (r *Retriever) tenantKey(tenant, x string) []byte {
+	r.keyBuf = append(append(append(r.keyBuf[:0], tenant...), idSep...), x...)
+	return r.keyBuf
 }
 
 const embedBatch = 64

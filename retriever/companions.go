@@ -90,15 +90,26 @@ func (r *Retriever) CompanionsOf(k cards.Key) (cards.Companions, bool) {
 	if e == nil {
 		return cards.Companions{}, false
 	}
-	return cards.Companions{At: e.companions.At, Uses: e.companions.Uses, Tools: slices.Clone(e.companions.Tools)}, true
+	if e.co == nil {
+		return cards.Companions{}, true
+	}
+	return cards.Companions{At: e.co.view.At, Uses: e.co.view.Uses, Tools: slices.Clone(e.co.view.Tools)}, true
 }
 
-// loadedCompanions is a card's table as the view keeps it: decayed to now.
-func loadedCompanions(cs cards.Companions) cards.Companions {
-	if len(cs.Tools) == 0 {
-		return cards.Companions{}
+// coUsage is a card's co-usage table: as stored, which a snapshot keeps
+// (so that a restart decays it as a read from the store would), and as the
+// view uses it, decayed to when it was read.
+type coUsage struct {
+	stored, view cards.Companions
+}
+
+// newCoUsage is a stored table as the view keeps it: nil when it has no
+// tools.
+func newCoUsage(stored cards.Companions) *coUsage {
+	if len(stored.Tools) == 0 {
+		return nil
 	}
-	return cs.Decayed(time.Now())
+	return &coUsage{stored: stored, view: stored.Decayed(time.Now())}
 }
 
 // companionPick is a tool the step may bring: its entry, how likely the
@@ -122,16 +133,16 @@ func addCompanions(o CompanionOptions, cs *candSet, ranked [][]Fused, merged []M
 	var picks []companionPick
 	for _, m := range merged {
 		a := m.e
-		if m.Confidence < o.Anchor || a == nil || len(a.companions.Tools) == 0 {
+		if m.Confidence < o.Anchor || a == nil || a.co == nil || len(a.co.view.Tools) == 0 {
 			continue
 		}
-		for _, c := range a.companions.Tools {
+		for _, c := range a.co.view.Tools {
 			id := DocID(cards.Key{Tenant: a.card.Tenant, Server: c.Server, Name: c.Name})
 			e := cs.entries[id]
 			if e == nil || e.destructive || slices.ContainsFunc(merged, func(m Merged) bool { return m.e == e }) {
 				continue
 			}
-			p := m.Confidence * min(1, c.Count()/(a.companions.Uses+o.Prior))
+			p := m.Confidence * min(1, c.Count()/(a.co.view.Uses+o.Prior))
 			if i := slices.IndexFunc(picks, func(q companionPick) bool { return q.e == e }); i >= 0 {
 				q := &picks[i]
 				if p > q.best {

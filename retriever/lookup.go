@@ -64,8 +64,8 @@ func ValidatePin(field string, k cards.Key) error {
 // indistinguishable from one that does not exist.
 func (r *Retriever) resolve(c Caller, name, server string) (*entry, []string, error) {
 	var found []*entry
-	for s, e := range r.byName[c.Tenant][name] {
-		if (server == "" || s == server) && Allowed(c, &e.card) {
+	for _, e := range r.byName[c.Tenant][name] {
+		if (server == "" || e.card.Server == server) && Allowed(c, &e.card) {
 			found = append(found, e)
 		}
 	}

@@ -97,41 +97,22 @@ var errSnapCorrupt = errors.New("snapshot is corrupt or truncated")
 // snapReader decodes a snapshot as it reads it, computing the CRC-32C of
 // what it reads; check compares it with the trailer at the end. Every
 // length is bounded by the bytes left, so a corrupt length cannot allocate
-// more than the file holds, and nothing is trusted before check.
+// more than the file holds, and nothing is trusted before check. It reads
+// through a buffer of its own, where numbers are decoded in place.
 type snapReader struct {
-	f    *os.File
-	r    *bufio.Reader
-	crc  hash.Hash32
-	body int64 // the body's length
-	left int64 // bytes of the body not yet read
-	err  error
-	buf  [8]byte
+	f        *os.File
+	src      io.Reader // the body, through the checksum
+	crc      hash.Hash32
+	buf      []byte
+	pos, end int   // buf[pos:end] is read and not yet consumed
+	body     int64 // the body's length
+	left     int64 // bytes of the body not yet consumed
+	err      error
+	tmp      [8]byte
 }
 
-// align4 skips the writer's padding to a multiple of 4 bytes.
-func (r *snapReader) align4() {
-	pos := r.body - r.left
-	r.skip((4 - pos%4) % 4)
-}
-
-// skip reads past n bytes (into the checksum), returning their offset in
-// the file.
-func (r *snapReader) skip(n int64) int64 {
-	at := r.body - r.left
-	if r.err != nil {
-		return at
-	}
-	if n > r.left {
-		r.fail()
-		return at
-	}
-	if _, err := r.r.Discard(int(n)); err != nil {
-		r.fail()
-		return at
-	}
-	r.left -= n
-	return at
-}
+// snapBuffer is the size of a snapReader's buffer.
+const snapBuffer = 1 << 20
 
 // crcReader feeds what it reads to a checksum.
 type crcReader struct {
@@ -155,7 +136,7 @@ func newSnapReader(f *os.File) (*snapReader, error) {
 	}
 	body := fi.Size() - 4
 	crc := crc32.New(snapTable)
-	return &snapReader{f: f, r: bufio.NewReaderSize(crcReader{io.LimitReader(f, body), crc}, 1<<20), crc: crc, body: body, left: body}, nil
+	return &snapReader{f: f, src: crcReader{io.LimitReader(f, body), crc}, crc: crc, buf: make([]byte, snapBuffer), body: body, left: body}, nil
 }
 
 func (r *snapReader) fail() {
@@ -164,26 +145,73 @@ func (r *snapReader) fail() {
 	}
 }
 
+// want buffers at least n bytes (n ≤ len(r.buf)) when the body has them,
+// and reports whether it does.
+func (r *snapReader) want(n int) bool {
+	if r.end-r.pos >= n {
+		return true
+	}
+	r.end = copy(r.buf, r.buf[r.pos:r.end])
+	r.pos = 0
+	for r.end < n {
+		k, err := r.src.Read(r.buf[r.end:])
+		r.end += k
+		if err != nil {
+			break // the end of the body, or a failed read: too few bytes
+		}
+	}
+	return r.end >= n
+}
+
+// align4 skips the writer's padding to a multiple of 4 bytes.
+func (r *snapReader) align4() {
+	pos := r.body - r.left
+	r.skip((4 - pos%4) % 4)
+}
+
+// skip reads past n bytes (into the checksum), returning their offset in
+// the file.
+func (r *snapReader) skip(n int64) int64 {
+	at := r.body - r.left
+	if r.err != nil {
+		return at
+	}
+	if n > r.left {
+		r.fail()
+		return at
+	}
+	r.left -= n
+	for n > 0 {
+		if r.pos == r.end && !r.want(1) {
+			r.fail()
+			return at
+		}
+		k := min(n, int64(r.end-r.pos))
+		r.pos += int(k)
+		n -= k
+	}
+	return at
+}
+
 func (r *snapReader) uint() uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, err := binary.ReadUvarint(r.r)
-	if err != nil {
+	if r.pos < r.end && r.buf[r.pos] < 0x80 { // one byte, the most common
+		v := r.buf[r.pos]
+		r.pos++
+		r.left--
+		return uint64(v)
+	}
+	r.want(binary.MaxVarintLen64) // fewer only at the end of the body
+	v, n := binary.Uvarint(r.buf[r.pos:r.end])
+	if n <= 0 {
 		r.fail()
 		return 0
 	}
-	r.left -= int64(uvarintLen(v))
+	r.pos += n
+	r.left -= int64(n)
 	return v
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }
 
 // count reads a length that must not exceed the bytes left divided by the
@@ -208,11 +236,24 @@ func (r *snapReader) fill(p []byte) {
 		clear(p)
 		return
 	}
-	if _, err := io.ReadFull(r.r, p); err != nil {
-		r.fail()
-		return
-	}
 	r.left -= int64(len(p))
+	for len(p) > 0 {
+		if r.pos == r.end {
+			if len(p) >= len(r.buf) { // straight into p
+				if _, err := io.ReadFull(r.src, p); err != nil {
+					r.fail()
+				}
+				return
+			}
+			if !r.want(1) {
+				r.fail()
+				return
+			}
+		}
+		k := copy(p, r.buf[r.pos:r.end])
+		r.pos += k
+		p = p[k:]
+	}
 }
 
 func (r *snapReader) str() string {
@@ -226,8 +267,8 @@ func (r *snapReader) str() string {
 }
 
 func (r *snapReader) f32() float32 {
-	r.fill(r.buf[:4])
-	return math.Float32frombits(binary.LittleEndian.Uint32(r.buf[:4]))
+	r.fill(r.tmp[:4])
+	return math.Float32frombits(binary.LittleEndian.Uint32(r.tmp[:4]))
 }
 
 func (r *snapReader) int8s(n int) []int8 {
@@ -248,14 +289,11 @@ func (r *snapReader) check() error {
 	if r.err != nil {
 		return r.err
 	}
-	if r.left != 0 {
+	if r.left != 0 || r.pos != r.end {
 		return fmt.Errorf("%w: %d bytes left over", errSnapCorrupt, r.left)
 	}
-	if _, err := r.r.ReadByte(); err != io.EOF { // the limited body is used up
-		return errSnapCorrupt
-	}
 	var sum [4]byte
-	if _, err := io.ReadFull(r.f, sum[:]); err != nil {
+	if _, err := r.f.ReadAt(sum[:], r.body); err != nil {
 		return errSnapCorrupt
 	}
 	if binary.LittleEndian.Uint32(sum[:]) != r.crc.Sum32() {

@@ -130,14 +130,14 @@ func readChange(rd *snapReader, seq uint64) cards.Change {
 // loadSnapshot builds the empty view from the snapshot when it is the
 // store's current state; when it is not (why is logged), the view stays
 // empty for Sync to build from the store. Only a failure to read the
-// store's sequence is an error.
+// store's sequence, or of the indexes, is an error.
 func (r *Retriever) loadSnapshot(ctx context.Context) error {
 	mv, ok := r.snapshotable()
 	if !ok {
 		return nil
 	}
 	start := time.Now()
-	v, seq, err := r.readSnapshot(ctx, mv)
+	err := r.readSnapshot(ctx, mv)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
@@ -145,100 +145,112 @@ func (r *Retriever) loadSnapshot(ctx context.Context) error {
 		return err
 	case err != nil:
 		r.log.Warn("snapshot not used; rebuilding the view from the store", "path", r.snapPath, "reason", err)
-		// The indexes may hold part of it: start them afresh.
+		// The view and the indexes may hold part of it: start them afresh.
 		lex, lerr := NewLexicalIndexWithWeights(r.lexWeights)
 		if lerr != nil {
 			return lerr
 		}
 		r.lex = lex
 		r.vec = memoryIndex{NewMemoryVectors(r.emb.Dim())}
+		r.resetView()
 		return nil
 	}
-	if err := r.install(ctx, v, seq); err != nil {
+	if err := r.finishView(ctx, mv); err != nil {
 		return err
 	}
-	r.log.Info("snapshot loaded", "path", r.snapPath, "cards", len(v.entries), "seq", seq, "took", time.Since(start).Round(time.Millisecond))
+	r.log.Info("snapshot loaded", "path", r.snapPath, "cards", r.Len(), "seq", r.Seq(), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
 // errStoreSeq is a failure to read the store's change sequence.
 var errStoreSeq = errors.New("store sequence")
 
-func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) (*viewSnap, uint64, error) {
+// readSnapshot fills the empty view and indexes from the snapshot, or
+// fails. The view's entries are decoded and filed on another goroutine
+// while the indexes are read.
+func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) error {
 	f, err := os.Open(r.snapPath)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	defer f.Close()
 	rd, err := newSnapReader(f)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	if rd.str() != snapMagic || rd.uint() != snapVersion {
-		return nil, 0, fmt.Errorf("%w: not a snapshot of this version", errSnapCorrupt)
+		return fmt.Errorf("%w: not a snapshot of this version", errSnapCorrupt)
 	}
 	print, seq := rd.uint(), rd.uint()
 	last := readChange(rd, seq)
 	model := rd.str()
 	if rd.err != nil {
-		return nil, 0, rd.err
+		return rd.err
 	}
 	if print != r.derivationPrint() {
-		return nil, 0, errors.New("snapshot of other derivations (written by another version of cardex)")
+		return errors.New("snapshot of other derivations (written by another version of cardex)")
 	}
 	if model != r.emb.Model() {
-		return nil, 0, fmt.Errorf("snapshot of the embedder %q, not %q", model, r.emb.Model())
+		return fmt.Errorf("snapshot of the embedder %q, not %q", model, r.emb.Model())
 	}
 	now, err := r.store.Seq(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", errStoreSeq, err)
+		return fmt.Errorf("%w: %w", errStoreSeq, err)
 	}
 	if seq != now {
-		return nil, 0, fmt.Errorf("stale: snapshot at change %d, store at %d", seq, now)
+		return fmt.Errorf("stale: snapshot at change %d, store at %d", seq, now)
 	}
 	if have, err := lastChange(ctx, r.store, now); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", errStoreSeq, err)
+		return fmt.Errorf("%w: %w", errStoreSeq, err)
 	} else if have != last {
-		return nil, 0, fmt.Errorf("stale: the store's change %d is not the one the snapshot saw", now)
+		return fmt.Errorf("stale: the store's change %d is not the one the snapshot saw", now)
 	}
 	v := readView(rd)
 	if rd.err != nil {
-		return nil, 0, rd.err
+		return rd.err
 	}
-	if err := r.lex.readSnapshot(rd); err != nil {
-		return nil, 0, err
+	var filled error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.snapGone, filled = r.fillView(v.entries)
+	}()
+	err = r.lex.readSnapshot(rd)
+	var regions []floatRegion
+	if err == nil {
+		regions, err = mv.readSnapshot(rd)
 	}
-	regions, err := mv.readSnapshot(rd)
-	if err != nil {
-		return nil, 0, err
+	// Only a whole snapshot with its checksum right is used (the view and
+	// the indexes are started afresh otherwise: loadSnapshot).
+	if err == nil {
+		err = rd.check()
 	}
-	// Only a whole snapshot with its checksum right is used (the indexes
-	// are started afresh otherwise: loadSnapshot).
-	if err := rd.check(); err != nil {
-		return nil, 0, err
+	<-done
+	if err = errors.Join(err, filled); err != nil {
+		return err
 	}
-	return v, seq, mv.placeFloats(f, regions)
+	r.mu.Lock()
+	r.snapServers, r.seq = v.servers, seq
+	r.mu.Unlock()
+	return mv.placeFloats(f, regions)
 }
 
-// install makes a loaded snapshot's entries and server entries the view at
-// seq. With Residency, the tenants the view does not hold are taken out of
-// the indexes the snapshot filled.
-func (r *Retriever) install(ctx context.Context, v *viewSnap, seq uint64) error {
-	r.syncMu.Lock()
-	defer r.syncMu.Unlock()
+// finishView ends a snapshot's load: the indexes' docs get their entries'
+// numbers, the docs of tenants the view does not hold (Residency) leave
+// them, and the server entries are recorded.
+func (r *Retriever) finishView(ctx context.Context, mv *MemoryVectors) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var gone []string
-	for _, e := range v.entries {
-		if !r.holds(e.card.Tenant) {
-			gone = append(gone, e.id)
-			continue
+	for _, e := range r.entries {
+		if e != nil {
+			r.lex.setKey(e.id, e.no)
+			mv.setKey(e.id, e.no)
 		}
-		if r.byID[e.id] != nil {
-			return fmt.Errorf("snapshot: %w: card %s twice", errSnapCorrupt, e.id)
-		}
-		r.add(e)
 	}
+	gone, sis := r.snapGone, r.snapServers
+	r.snapGone, r.snapServers = nil, nil
 	for _, id := range gone {
 		r.vec.Delete(ctx, id)
 	}
@@ -246,14 +258,10 @@ func (r *Retriever) install(ctx context.Context, v *viewSnap, seq uint64) error 
 		return err
 	}
 	servers := map[cards.Key]*cards.ServerInfo{}
-	for i := range v.servers {
-		if si := &v.servers[i]; r.holds(si.Tenant) {
+	for i := range sis {
+		if si := &sis[i]; r.holds(si.Tenant) {
 			servers[si.Key()] = si
 		}
 	}
-	if err := r.setServers(servers); err != nil {
-		return err
-	}
-	r.seq = seq
-	return nil
+	return r.setServers(servers)
 }

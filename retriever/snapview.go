@@ -2,8 +2,11 @@ package retriever
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -21,10 +24,10 @@ import (
 // string lists): the view holds each card as compactly as the store's
 // JSON decoded it, with far fewer objects for the collector to trace.
 
-// viewSnap is a decoded view part: its entries (numbers not yet taken) and
-// server entries.
+// viewSnap is a view part as read: its entries' records, not yet
+// decoded, and its server entries.
 type viewSnap struct {
-	entries []*entry
+	entries [][]byte
 	servers []cards.ServerInfo
 }
 
@@ -57,38 +60,63 @@ func (r *Retriever) writeView(w *snapWriter) {
 	}
 }
 
-// readView decodes the view part. Nothing of it is trusted before the
+// readView reads the view part: its entries' records (decoded by
+// fillView) and its server entries. Nothing of it is trusted before the
 // snapshot's checksum is (rd.check).
 func readView(rd *snapReader) *viewSnap {
-	v := &viewSnap{entries: make([]*entry, 0, rd.count(8))}
-	for range cap(v.entries) {
-		b := rd.blob()
-		if rd.err != nil {
-			return nil
-		}
-		e := decodeEntry(b)
-		if e == nil {
-			rd.fail()
-			return nil
-		}
-		v.entries = append(v.entries, e)
+	v := &viewSnap{entries: make([][]byte, rd.count(8))}
+	for i := range v.entries {
+		v.entries[i] = rd.blob()
 	}
-	ns := rd.count(8)
-	v.servers = make([]cards.ServerInfo, 0, ns)
-	for range ns {
+	v.servers = make([]cards.ServerInfo, rd.count(8))
+	for i := range v.servers {
 		b := rd.blob()
 		if rd.err != nil {
 			return nil
 		}
 		d := recReader{b: b}
-		si := d.server()
-		if d.bad || d.i != len(b) {
+		if v.servers[i] = d.server(); d.bad || d.i != len(b) {
 			rd.fail()
-			return nil
 		}
-		v.servers = append(v.servers, si)
+	}
+	if rd.err != nil {
+		return nil
 	}
 	return v
+}
+
+// fillView decodes the entries' records into the empty view, at their
+// tenants' final map sizes. Residency's tenants that the view does not
+// hold are left out: it returns their IDs, for the indexes to drop. The
+// indexes' docs get the entries' numbers later (keyIndexes). Call with
+// r.mu held for writing.
+func (r *Retriever) fillView(recs [][]byte) (gone []string, err error) {
+	es := make([]*entry, len(recs))
+	perTenant := map[string]int{}
+	for i, b := range recs {
+		if es[i] = decodeEntry(b); es[i] == nil {
+			return nil, fmt.Errorf("%w: entry %d", errSnapCorrupt, i)
+		}
+		perTenant[es[i].card.Tenant]++
+	}
+	r.byID = make(map[string]*entry, len(es))
+	r.entries = slices.Grow(r.entries, len(es))
+	for t, n := range perTenant {
+		if r.holds(t) {
+			r.byTenant[t], r.byName[t] = make(map[string]*entry, n), make(map[string][]*entry, n)
+		}
+	}
+	for _, e := range es {
+		switch {
+		case !r.holds(e.card.Tenant):
+			gone = append(gone, e.id)
+		case r.byID[e.id] != nil:
+			return nil, fmt.Errorf("%w: card %s twice", errSnapCorrupt, e.id)
+		default:
+			r.add(e)
+		}
+	}
+	return gone, nil
 }
 
 // recWriter builds one record: unsigned varints, length-prefixed strings,
@@ -151,7 +179,7 @@ func tri(p *bool) uint64 {
 func (w *recWriter) entry(e *entry) {
 	c := &e.card
 	w.uint(uint64(len(c.Aliases) + len(c.Tags) + len(c.RequiredScopes) + len(e.examples) + len(e.learned)))
-	for _, s := range []string{c.Tenant, c.Server, c.Name, string(c.Kind), c.Summary, c.Description, c.WhenNotToUse, string(c.Status)} {
+	for _, s := range []string{e.id, string(c.Kind), c.Summary, c.Description, c.WhenNotToUse, string(c.Status)} {
 		w.str(s)
 	}
 	w.list(c.Aliases)
@@ -165,7 +193,11 @@ func (w *recWriter) entry(e *entry) {
 	w.time(c.UpdatedAt)
 	w.list(e.examples)
 	w.list(e.learned)
-	w.companions(&e.coUse)
+	var stored cards.Companions
+	if e.co != nil {
+		stored = e.co.stored
+	}
+	w.companions(&stored)
 	w.uint(uint64(e.tokens))
 	w.str(e.dup)
 	w.uint(uint64(len(e.words)))
@@ -308,7 +340,16 @@ func decodeEntry(b []byte) *entry {
 	d.strs = make([]string, nstr)
 	e := &entry{}
 	c := &e.card
-	c.Tenant, c.Server, c.Name, c.Kind = d.str(), d.str(), d.str(), cards.Kind(d.str())
+	// The ID holds the key, its parts separated by idSep (which no name
+	// holds): the card's tenant, server and name are parts of it.
+	e.id = d.str()
+	var ok1, ok2 bool
+	c.Tenant, c.Name, ok1 = strings.Cut(e.id, idSep)
+	c.Server, c.Name, ok2 = strings.Cut(c.Name, idSep)
+	if !ok1 || !ok2 || strings.Contains(c.Name, idSep) {
+		return nil
+	}
+	c.Kind = cards.Kind(d.str())
 	c.Summary, c.Description, c.WhenNotToUse, c.Status = d.str(), d.str(), d.str(), cards.Status(d.str())
 	c.Aliases, c.Tags, c.RequiredScopes = d.list(), d.list(), d.list()
 	a := d.uint()
@@ -317,7 +358,7 @@ func decodeEntry(b []byte) *entry {
 	c.Version = int64(d.uint())
 	c.UpdatedAt = d.time()
 	e.examples, e.learned = d.list(), d.list()
-	e.coUse = d.companions()
+	e.co = newCoUsage(d.companions())
 	e.tokens = int(d.uint())
 	e.dup = d.str()
 	nw := d.uint()
@@ -333,8 +374,6 @@ func decodeEntry(b []byte) *entry {
 	if d.bad || d.i != len(b) {
 		return nil
 	}
-	e.id = DocID(c.Key())
-	e.companions = loadedCompanions(e.coUse)
 	return e
 }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/seed0cff8200/cardex/cards"
 )
 
 // ViewState describes everything the view holds for its entries and
@@ -26,18 +28,22 @@ func ViewState(r *Retriever) string {
 	for _, id := range ids {
 		e := r.byID[id]
 		card, _ := json.Marshal(e.card)
-		co, _ := json.Marshal(e.coUse)
+		var stored cards.Companions
 		var kept []string
-		for _, c := range e.companions.Tools {
-			kept = append(kept, c.Server+"/"+c.Name)
+		if e.co != nil {
+			stored = e.co.stored
+			for _, c := range e.co.view.Tools {
+				kept = append(kept, c.Server+"/"+c.Name)
+			}
 		}
+		co, _ := json.Marshal(stored)
 		group := 0
 		if e.group != nil {
 			group = e.group.n
 		}
 		fmt.Fprintf(&b, "%q: %s examples %q learned %q co-use %s (%x) keeps %v tokens %d dup %q group %d words %x destructive %t deprecated %t server slot %d\n",
-			id, card, e.examples, e.learned, co, math.Float64bits(e.coUse.Uses), kept, e.tokens, e.dup, group, e.words, e.destructive, e.deprecated, e.server.n)
-		if r.entries[e.no] != e || r.byTenant[e.card.Tenant][id] != e || r.byName[e.card.Tenant][e.card.Name][e.card.Server] != e {
+			id, card, e.examples, e.learned, co, math.Float64bits(stored.Uses), kept, e.tokens, e.dup, group, e.words, e.destructive, e.deprecated, e.server.n)
+		if r.entries[e.no] != e || r.byTenant[e.card.Tenant][id] != e || !slices.Contains(r.byName[e.card.Tenant][e.card.Name], e) {
 			fmt.Fprintf(&b, "  %q is not filed under its number, tenant or name\n", id)
 		}
 	}

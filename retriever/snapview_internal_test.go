@@ -55,11 +55,12 @@ func TestEntryRecordRoundTrip(t *testing.T) {
 	full := &entry{}
 	fill(reflect.ValueOf(&full.card).Elem(), 3)
 	full.card.SearchExamples, full.card.ExamplesSource = nil, nil // held apart: entry.examples
-	fill(reflect.ValueOf(&full.coUse).Elem(), 5)
+	var stored cards.Companions
+	fill(reflect.ValueOf(&stored).Elem(), 5)
+	full.co = newCoUsage(stored)
 	full.examples, full.learned = []string{"e1", ""}, []string{"l1", "l2", "l3"}
 	full.tokens, full.dup, full.words = 1234, "dup key", []uint64{1, 1 << 60, 77}
 	full.id = DocID(full.card.Key())
-	full.companions = loadedCompanions(full.coUse)
 
 	f := false
 	sparse := &entry{card: cards.Card{Tenant: "t", Server: "s", Name: "n", Aliases: []string{}, InputSchema: []byte{}, Annotations: cards.Annotations{OpenWorld: &f}}, learned: []string{}}
@@ -74,10 +75,11 @@ func TestEntryRecordRoundTrip(t *testing.T) {
 		}
 		// The view's copy of the co-usage table is the stored one decayed
 		// to when it was read: now.
-		if len(got.companions.Tools) != len(e.companions.Tools) || !got.companions.At.After(e.coUse.At) && e.coUse.Tools != nil {
-			t.Errorf("%s: the co-usage table is not decayed to now: %+v", e.id, got.companions)
+		if (got.co == nil) != (e.co == nil) || e.co != nil && (len(got.co.view.Tools) != len(e.co.view.Tools) || !got.co.view.At.After(e.co.view.At)) {
+			t.Errorf("%s: the co-usage table is not decayed to now: %+v", e.id, got.co)
+		} else if e.co != nil {
+			got.co.view = e.co.view
 		}
-		got.companions = e.companions
 		if !reflect.DeepEqual(got, e) {
 			t.Errorf("%s: the record brings back\n%+v\nwant\n%+v", e.id, got, e)
 		}

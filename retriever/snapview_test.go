@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -291,4 +292,47 @@ func TestSnapshotRefusedWhenNotTheStores(t *testing.T) {
 			t.Fatalf("the view differs from the store's:\n%s", firstDiff(got, want))
 		}
 	})
+}
+
+// TestSnapshotWithResidency: a snapshot of every tenant, loaded by a view
+// that holds only its assigned tenants (Residency), holds exactly what that
+// view holds when built from the store, and loads the other tenants on
+// demand as it would.
+func TestSnapshotWithResidency(t *testing.T) {
+	ctx := context.Background()
+	st, tenants := residencyTenants(t)
+	emb := embed.NewHashed(embed.DefaultDim)
+	snap := filepath.Join(t.TempDir(), "retriever.snap")
+	must(t, errors2(st.PutServers(ctx, []cards.ServerInfo{{Tenant: tenants[0], Name: "srv", Title: "held"}, {Tenant: tenants[3], Name: "srv", Title: "not held"}})))
+	r, _ := openLogged(t, st, emb, snap)
+	must(t, r.Close())
+
+	assigned := retriever.WithResidency(retriever.Residency{Assigned: func(t string) bool { return t == tenants[0] || t == tenants[1] }})
+	fromStore, err := retriever.New(ctx, st, emb, nil, assigned)
+	must(t, err)
+	defer fromStore.Close()
+	loaded, logs := openLogged(t, st, emb, snap, assigned)
+	defer loaded.Close()
+	if !strings.Contains(logs, "snapshot loaded") {
+		t.Fatalf("snapshot not used; log:\n%s", logs)
+	}
+	if s, _ := loaded.Residency(); s.Tenants != 2 || s.Cards != 180 {
+		t.Fatalf("the loaded view holds %+v, want the 2 assigned tenants' 180 cards", s)
+	}
+	if got, want := retriever.ViewState(loaded), retriever.ViewState(fromStore); got != want {
+		t.Fatalf("the loaded view differs from the store's:\n%s", firstDiff(got, want))
+	}
+	for _, tenant := range []string{tenants[0], tenants[3]} {
+		req := retriever.Request{Caller: retriever.Caller{Tenant: tenant, Subject: "s", Scopes: []string{"*"}}, Query: synth.Queries(1, 5)[0]}
+		got, err := loaded.Discover(ctx, req)
+		must(t, err)
+		want, err := fromStore.Discover(ctx, req)
+		must(t, err)
+		if !reflect.DeepEqual(comparable(got), comparable(want)) {
+			t.Fatalf("tenant %s: the loaded view answered\n%+v\nthe store's\n%+v", tenant, comparable(got), comparable(want))
+		}
+	}
+	if got, want := retriever.ViewState(loaded), retriever.ViewState(fromStore); got != want {
+		t.Fatalf("after loading a tenant on demand, the views differ:\n%s", firstDiff(got, want))
+	}
 }
