@@ -87,6 +87,13 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 	slices.Sort(cs.servers)
 	if len(out) < len(all) {
 		cs.filter.Scopes = slices.Compact(slices.Sorted(slices.Values(c.Scopes)))
+		covered := []string{}
+		for _, e := range out {
+			covered = append(covered, e.card.RequiredScopes...)
+		}
+		slices.Sort(covered)
+		cs.filter.Covered = slices.Compact(covered)
+		cs.filter.TenantCards = len(all)
 		cs.filter.IDs = make([]string, 0, len(out))
 		for id := range out {
 			cs.filter.IDs = append(cs.filter.IDs, id)

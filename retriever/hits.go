@@ -46,4 +46,12 @@ type Filter struct {
 	// SQL) may select by them instead of sending IDs; the pipeline keeps
 	// only hits of its candidate set either way.
 	Scopes []string
+	// Covered, with Scopes, are the required scopes of the candidate set's
+	// cards (sorted): the tenant's active cards whose required scopes are
+	// all among them are the candidates. A backend may select by it (an
+	// array containment in SQL) after checking that Scopes cover each.
+	Covered []string
+	// TenantCards is the number of the tenant's cards in the view (set with
+	// Scopes): what a backend's exact scan of the tenant would read.
+	TenantCards int
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -23,11 +24,16 @@ type VectorQuery struct {
 	// authorized candidates); an empty non-nil slice matches nothing. When
 	// nil, every active card of the tenant is a candidate.
 	Keys []cards.Key
-	// Scopes, when non-nil and Keys is nil, restrict the search to the
-	// tenant's active cards whose every required scope one of them covers:
-	// "*" covers every scope, "p:*" every scope that starts with "p:", any
-	// other only itself (the retriever's ScopeCovers).
-	Scopes []string
+	// Within, when non-nil and Keys is nil, restricts the search to the
+	// tenant's active cards whose every required scope is one of these (the
+	// scopes a caller's held scopes cover, among those its tenant's cards
+	// require): an array containment tested on card_embeddings' own copy
+	// of the card's scopes, with no join.
+	Within []string
+	// Exact searches by an exact ordered scan of the rows the filter
+	// selects instead of the HNSW index: cheaper when they are few, and
+	// the K nearest exactly.
+	Exact bool
 	Vector []float32
 	K      int
 	// ForceIndex makes the planner take the HNSW index even where an exact
@@ -93,64 +99,65 @@ func (s *Store) DropVectorIndex(ctx context.Context, model string, dim int) erro
 }
 
 // searchSQL is the filtered nearest-neighbour query. The tenant, status and
-// candidate filters are inside the SQL, and the transaction sets
-// hnsw.iterative_scan so that the index scan keeps going until K rows pass
-// the filter (or hnsw.max_scan_tuples is reached): a selective filter does
-// not return fewer rows than exist. relaxed_order may return rows slightly
-// out of order, so they are re-sorted outside the materialised CTE.
-func (s *Store) searchSQL(q VectorQuery, withKeys bool) string {
+// candidate filters are inside the SQL. Through the HNSW index the
+// transaction sets hnsw.iterative_scan so that the index scan keeps going
+// until K rows pass the filter (or hnsw.max_scan_tuples is reached): a
+// selective filter does not return fewer rows than exist. relaxed_order may
+// return rows slightly out of order, so they are re-sorted outside the
+// materialised CTE. An exact search computes the distance of every row the
+// filter selects inside the materialised CTE (which no index order can
+// reach) and keeps the K nearest outside it.
+func (s *Store) searchSQL(q VectorQuery) string {
 	dist := fmt.Sprintf("e.embedding::vector(%d) <=> $1::vector(%d)", q.Dim, q.Dim)
-	// Without keys the join to cards keeps the tenant's active cards; the
-	// keys are the caller's candidates already.
-	filter := `JOIN {s}.cards c ON c.tenant = e.tenant AND c.server = e.server AND c.name = e.name
-	WHERE e.model = %s AND e.tenant = $2 AND c.status = 'active'`
+	// card_embeddings carries its card's status and required scopes
+	// (migration 9): the tenant's active cards need no join.
+	filter := `WHERE e.model = %[2]s AND e.tenant = $2 AND e.active`
 	switch {
-	case withKeys:
-		filter = `WHERE e.model = %s AND e.tenant = $2
+	case q.Keys != nil:
+		// The caller's candidates already.
+		filter = `WHERE e.model = %[2]s AND e.tenant = $2
 		AND (e.server, e.name) IN (SELECT * FROM unnest($3::text[], $4::text[]))`
-	case q.Scopes != nil:
-		// The caller's candidates by its scopes ($3 held exactly, $4 the
-		// prefixes of its "p:*" scopes): no required scope that neither
-		// covers.
-		filter += `
-	AND NOT EXISTS (SELECT 1 FROM unnest(c.required_scopes) AS r(scope)
-		WHERE r.scope <> ALL($3::text[])
-		AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS p(prefix) WHERE left(r.scope, length(p.prefix)) = p.prefix))`
+	case q.Within != nil:
+		filter += ` AND e.required_scopes <@ $3::text[]`
 	}
-	return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
-	SELECT e.server, e.name, %s AS distance
+	if q.Exact {
+		return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
+	SELECT e.server, e.name, %[1]s AS distance
 	FROM {s}.card_embeddings e
 	`+filter+`
-	ORDER BY %s
-	LIMIT %d
 )
-SELECT server, name, distance FROM r ORDER BY distance, server, name`, dist, quoteLiteral(q.Model), dist, q.K))
+SELECT server, name, distance FROM r ORDER BY distance, server, name LIMIT %[3]d`, dist, quoteLiteral(q.Model), q.K))
+	}
+	return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
+	SELECT e.server, e.name, %[1]s AS distance
+	FROM {s}.card_embeddings e
+	`+filter+`
+	ORDER BY %[1]s
+	LIMIT %[3]d
+)
+SELECT server, name, distance FROM r ORDER BY distance, server, name`, dist, quoteLiteral(q.Model), q.K))
 }
 
-// setLocal sets the search's planner settings for the transaction only.
+// setLocal sets the search's planner settings for the transaction only,
+// in one statement (set_config with is_local is SET LOCAL).
 func setLocal(ctx context.Context, tx pgx.Tx, q VectorQuery) error {
-	set := []string{
-		"hnsw.iterative_scan = relaxed_order",
-		fmt.Sprintf("hnsw.ef_search = %d", min(max(q.K, 40), MaxEfSearch)),
-	}
+	iterative := "relaxed_order"
 	if q.NoIterativeScan {
-		set[0] = "hnsw.iterative_scan = off"
+		iterative = "off"
 	}
+	set := `SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', $2, true)`
 	if q.ForceIndex {
-		set = append(set, "enable_sort = off", "enable_seqscan = off")
+		set += `, set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true)`
 	}
-	for _, x := range set {
-		if _, err := tx.Exec(ctx, "SET LOCAL "+x); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := tx.Exec(ctx, set, iterative, strconv.Itoa(min(max(q.K, 40), MaxEfSearch)))
+	return err
 }
 
 // SearchVectors returns the K cards most similar to q.Vector (cosine),
 // best first, among q.Keys when given (the caller's candidates, taken as
-// they are), else among the tenant's active cards,
-// through the model's HNSW index with iterative scans.
+// they are), else among the tenant's active cards (those whose required
+// scopes are all in q.Within, when given): through the model's HNSW index
+// with iterative scans, or by an exact scan when q.Exact.
 func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, error) {
 	if err := checkDim(q.Dim); err != nil {
 		return nil, err
@@ -161,15 +168,11 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 	if q.K <= 0 || (q.Keys != nil && len(q.Keys) == 0) {
 		return nil, nil
 	}
-	args := q.args()
 	var out []VectorHit
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// SET LOCAL: the settings end with the transaction, which matters
-		// where connections share a session (PGlite, PgBouncer).
-		if err := setLocal(ctx, tx, q); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, s.searchSQL(q, q.Keys != nil), args...)
+	search := func(db interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}) error {
+		rows, err := db.Query(ctx, s.searchSQL(q), q.args()...)
 		if err != nil {
 			return err
 		}
@@ -184,7 +187,21 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 			out = append(out, h)
 		}
 		return rows.Err()
-	})
+	}
+	var err error
+	if q.Exact {
+		// No index, no settings: one statement, one round trip.
+		err = search(s.pool)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// Settings local to the transaction, which matters where
+			// connections share a session (PGlite, PgBouncer).
+			if err := setLocal(ctx, tx, q); err != nil {
+				return err
+			}
+			return search(tx)
+		})
+	}
 	if err != nil {
 		return nil, s.wrap(ctx, "vector search", err)
 	}
@@ -192,8 +209,7 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 }
 
 // args are the query's parameters: the vector and the tenant, then the
-// keys' servers and names, or the scopes held exactly and the prefixes of
-// the "p:*" ones ("*" holds every scope: no restriction).
+// keys' servers and names, or the scopes the cards may require.
 func (q *VectorQuery) args() []any {
 	args := []any{pgvector.NewVector(q.Vector).String(), q.Tenant}
 	switch {
@@ -203,19 +219,8 @@ func (q *VectorQuery) args() []any {
 			sv[i], n[i] = k.Server, k.Name
 		}
 		args = append(args, sv, n)
-	case q.Scopes != nil:
-		exact, prefixes := []string{}, []string{}
-		for _, h := range q.Scopes {
-			switch {
-			case h == "*":
-				prefixes = append(prefixes, "") // every scope starts with ""
-			case strings.HasSuffix(h, ":*"):
-				prefixes = append(prefixes, h[:len(h)-1])
-			default:
-				exact = append(exact, h)
-			}
-		}
-		args = append(args, exact, prefixes)
+	case q.Within != nil:
+		args = append(args, q.Within)
 	}
 	return args
 }
@@ -229,7 +234,7 @@ func (s *Store) ExplainVectorSearch(ctx context.Context, q VectorQuery) (string,
 		if err := setLocal(ctx, tx, q); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN "+s.searchSQL(q, q.Keys != nil), args...)
+		rows, err := tx.Query(ctx, "EXPLAIN "+s.searchSQL(q), args...)
 		if err != nil {
 			return err
 		}

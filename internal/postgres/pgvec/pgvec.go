@@ -20,19 +20,38 @@ import (
 // than hang.
 const DefaultTimeout = 2 * time.Second
 
+// DefaultExactScanMax is the largest tenant (in cards) whose restricted
+// callers are searched by an exact scan of the rows their scopes select
+// rather than through the HNSW index. The exact scan reads every vector of
+// the tenant's and computes the distance of the caller's; the filtered HNSW
+// scan visits about K ÷ (the caller's share of the tenant) index tuples,
+// each a graph search step. Measured on native PostgreSQL 15 with pgvector
+// 0.8 (docs/BENCHMARKS.md, "PostgreSQL mode"): at 10,000 cards a
+// restricted caller holding 27% of them is searched in less than half the
+// time exactly; at 100,000 cards the HNSW scan is cheaper.
+const DefaultExactScanMax = 20_000
+
 // Index is a retriever.VectorIndex over a postgres.Store's card_embeddings.
 type Index struct {
-	store   *postgres.Store
-	model   string
-	dim     int
-	timeout time.Duration
+	store    *postgres.Store
+	model    string
+	dim      int
+	timeout  time.Duration
+	exactMax int
 }
 
 var _ retriever.VectorIndex = (*Index)(nil)
 
 // New returns an index over the vectors of one embedder model.
 func New(store *postgres.Store, model string, dim int) *Index {
-	return &Index{store: store, model: model, dim: dim, timeout: DefaultTimeout}
+	return &Index{store: store, model: model, dim: dim, timeout: DefaultTimeout, exactMax: DefaultExactScanMax}
+}
+
+// WithExactScanMax sets the largest tenant searched exactly for restricted
+// callers (negative: never).
+func (x *Index) WithExactScanMax(n int) *Index {
+	x.exactMax = n
+	return x
 }
 
 // WithTimeout sets the per-search timeout (0 keeps the default).
@@ -57,10 +76,18 @@ func (x *Index) Search(ctx context.Context, query []float32, f retriever.Filter,
 	switch {
 	case f.Scopes != nil && f.IDs != nil && len(f.IDs) == 0:
 		return nil, nil
-	case f.Scopes != nil:
+	case f.Scopes != nil && f.Covered != nil:
 		// The candidate set by the caller's scopes, tested in SQL: no list
 		// of IDs to send (the pipeline keeps only its candidates' hits).
-		q.Scopes = f.Scopes
+		// Only scopes the caller's cover are sent, so that the SQL filter
+		// alone never selects a card the caller may not see.
+		q.Within = make([]string, 0, len(f.Covered))
+		for _, s := range f.Covered {
+			if retriever.HoldsAll(f.Scopes, []string{s}) {
+				q.Within = append(q.Within, s)
+			}
+		}
+		q.Exact = f.TenantCards > 0 && f.TenantCards <= x.exactMax
 	case f.IDs != nil:
 		q.Keys = make([]cards.Key, 0, len(f.IDs))
 		for _, id := range f.IDs {

@@ -3,6 +3,7 @@ package pgvec_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
@@ -270,10 +271,12 @@ func TestFilteredRecall(t *testing.T) {
 }
 
 // TestScopesSelectLikeIDs: a restricted caller's candidates selected in SQL
-// by its scopes give the same hits as the list of their IDs, for scope sets
-// with exact scopes, "p:*" prefixes and "*", over cards with none, one or
-// several required scopes, beside another tenant's cards and a deprecated
-// card that the scopes would cover.
+// by its scopes (the covered scopes against each vector's copy of its
+// card's required scopes) give the same hits as the list of their IDs, by
+// the exact scan and through the HNSW index, for scope sets with exact
+// scopes, "p:*" prefixes and "*", over cards with none, one or several
+// required scopes, beside another tenant's cards and a revoked card that
+// the scopes would cover.
 func TestScopesSelectLikeIDs(t *testing.T) {
 	ctx := context.Background()
 	store := pgtest.Open(t, pgtest.Options{})
@@ -299,29 +302,105 @@ func TestScopesSelectLikeIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, scopes := range [][]string{{"billing:read"}, {"billing:*"}, {"billing:*", "crm:read"}, {"crm:*"}, {"ops", "support:write"}, {"nothing:here"}, {"*"}} {
-		ids := []string{}
-		for _, c := range cs {
-			if c.Key() != old.Key() && retriever.HoldsAll(scopes, c.RequiredScopes) {
-				ids = append(ids, retriever.DocID(c.Key()))
+	for _, plan := range []struct {
+		name     string
+		exactMax int
+	}{{"exact", pgvec.DefaultExactScanMax}, {"hnsw", -1}} {
+		idx.WithExactScanMax(plan.exactMax)
+		for _, scopes := range [][]string{{"billing:read"}, {"billing:*"}, {"billing:*", "crm:read"}, {"crm:*"}, {"ops", "support:write"}, {"nothing:here"}} {
+			ids, covered := []string{}, []string{}
+			for _, c := range cs {
+				if c.Key() != old.Key() && retriever.HoldsAll(scopes, c.RequiredScopes) {
+					ids = append(ids, retriever.DocID(c.Key()))
+					covered = append(covered, c.RequiredScopes...)
+				}
+			}
+			slices.Sort(covered)
+			covered = slices.Compact(covered)
+			for _, k := range []int{5, 200} {
+				for qi, q := range qs {
+					want, err := idx.Search(ctx, q, retriever.Filter{Tenant: "acme", IDs: ids}, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := idx.Search(ctx, q, retriever.Filter{Tenant: "acme", IDs: ids, Scopes: scopes, Covered: covered, TenantCards: len(cs)}, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(want) == 0 && len(ids) > 0 {
+						t.Fatalf("%v: no hits by IDs", scopes)
+					}
+					if !slices.EqualFunc(got, want, func(a, b retriever.Hit) bool { return a.ID == b.ID && a.Score == b.Score }) {
+						t.Fatalf("%s: scopes %v, k %d, query %d: %d hits by scopes, %d by IDs\n got %v\nwant %v", plan.name, scopes, k, qi, len(got), len(want), got, want)
+					}
+				}
 			}
 		}
-		for _, k := range []int{5, 200} {
-			for qi, q := range qs {
-				want, err := idx.Search(ctx, q, retriever.Filter{Tenant: "acme", IDs: ids}, k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := idx.Search(ctx, q, retriever.Filter{Tenant: "acme", IDs: ids, Scopes: scopes}, k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(want) == 0 && len(ids) > 0 {
-					t.Fatalf("%v: no hits by IDs", scopes)
-				}
-				if !slices.EqualFunc(got, want, func(a, b retriever.Hit) bool { return a.ID == b.ID && a.Score == b.Score }) {
-					t.Fatalf("scopes %v, k %d, query %d: %d hits by scopes, %d by IDs\n got %v\nwant %v", scopes, k, qi, len(got), len(want), got, want)
-				}
+	}
+}
+
+// TestScopeFilterFollowsCards: the scopes and status each vector carries
+// (migration 9) follow its card, so a restricted caller's vector search
+// never returns a card whose scopes changed out of its reach or that was
+// revoked, and does return one whose scopes changed into it, by either
+// plan. Scopes the caller does not cover are not trusted from the filter:
+// a covered set that names them selects nothing more.
+func TestScopeFilterFollowsCards(t *testing.T) {
+	ctx := context.Background()
+	store := pgtest.Open(t, pgtest.Options{})
+	emb := embed.NewHashed(embed.DefaultDim)
+	cs := catalogue(60, 8, "acme")
+	for i := range cs {
+		cs[i].RequiredScopes = []string{[]string{"billing:read", "crm:read", "ops"}[i%3]}
+	}
+	putAll(t, store, cs)
+	idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
+	ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ret.Close()
+
+	// cs[0] (billing:read) leaves the caller's reach, cs[3] (billing:read)
+	// is revoked, cs[1] (crm:read) comes into it, after their vectors were
+	// written; cs[6] gets a new summary, so a new vector, keeping its scope.
+	moved, revoked, joined, rewritten := cs[0], cs[3], cs[1], cs[6]
+	moved.RequiredScopes = []string{"admin:root"}
+	revoked.Status = cards.StatusRevoked
+	joined.RequiredScopes = []string{"billing:write"}
+	rewritten.Summary = "A new summary for a card that keeps its scope."
+	putAll(t, store, []cards.Card{moved, revoked, joined, rewritten})
+	if err := ret.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	scopes := []string{"billing:*"}
+	want := map[string]bool{}
+	for i, c := range cs {
+		if i%3 == 0 && i != 0 && i != 3 || i == 1 {
+			want[retriever.DocID(c.Key())] = true
+		}
+	}
+	q, err := emb.Embed(ctx, []string{"refund an unpaid invoice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plan := range []struct {
+		name     string
+		exactMax int
+	}{{"exact", pgvec.DefaultExactScanMax}, {"hnsw", -1}} {
+		idx.WithExactScanMax(plan.exactMax)
+		for _, covered := range [][]string{{"billing:read", "billing:write"}, {"admin:root", "billing:read", "billing:write", "crm:read", "ops"}} {
+			hits, err := idx.Search(ctx, q[0], retriever.Filter{Tenant: "acme", IDs: []string{"x"}, Scopes: scopes, Covered: covered, TenantCards: len(cs)}, 200)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, h := range hits {
+				got[h.ID] = true
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%s, covered %v: hits %v, want %v", plan.name, covered, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 			}
 		}
 	}
