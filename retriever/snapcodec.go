@@ -309,3 +309,13 @@ func (r *snapReader) blob() []byte {
 	r.fill(b)
 	return b
 }
+
+// uvarintLen is how many bytes binary.AppendUvarint writes for v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
