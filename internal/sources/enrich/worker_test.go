@@ -138,7 +138,11 @@ func TestWorkerOneLeaderAmongReplicas(t *testing.T) {
 		chat, _ := NewChat(ChatConfig{BaseURL: model.URL, Model: "fake-llm"})
 		e, _ := NewEnricher(chat, nil, 0, nil)
 		w, err := NewWorker(WorkerConfig{Store: st, Enricher: e, PerMinute: 60000, Poll: 20 * time.Millisecond,
-			Leader: leader.New(cfg, "enrichment "+schema, 50*time.Millisecond)})
+			// The lock's check (a ping with the same timeout) is long
+			// enough that a loaded machine does not lose the leadership in
+			// the middle of a model request, which would be asked again;
+			// a released lock is taken at the other's next Poll anyway.
+			Leader: leader.New(cfg, "enrichment "+schema, time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
