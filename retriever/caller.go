@@ -31,13 +31,14 @@ func checkCallerFields(c Caller) error {
 		return err
 	}
 	for i, s := range c.Scopes {
+		if s != "" && callerText("", s, cards.MaxScopeLen) == nil {
+			continue // the field is named only for a scope that is refused
+		}
 		field := fmt.Sprintf("caller.scopes[%d]", i)
 		if s == "" {
 			return cards.Invalid(field, "is empty")
 		}
-		if err := callerText(field, s, cards.MaxScopeLen); err != nil {
-			return err
-		}
+		return callerText(field, s, cards.MaxScopeLen)
 	}
 	return nil
 }
