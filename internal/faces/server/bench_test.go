@@ -20,6 +20,7 @@ import (
 	"github.com/seed0cff8200/cardex/cards/synth"
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/toolformat"
 	"github.com/seed0cff8200/cardex/internal/telemetry/discoverylog"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
@@ -32,7 +33,9 @@ const benchCallers = 32
 // synthetic catalogue (cards/synth) with the built-in embedder and the
 // discovery log on (raw queries), no rate limits, benchCallers callers on
 // one connection each calling again when answered. rpc=discover is
-// DiscoverTools for an admin (top_k 5), rpc=health grpc.health.v1's Check on
+// DiscoverTools for an admin (top_k 5), rpc=discover-openai the same with
+// the tools' definitions and answer in format openai_functions,
+// rpc=health grpc.health.v1's Check on
 // the same server: its floor. It reports rpc/s, the p50 and p99 latency
 // (p50-ns, p99-ns), the allocations and the CPU time per call (allocs/rpc,
 // cpu-ns/rpc; the client's are in the same process and counted too).
@@ -62,6 +65,13 @@ func BenchmarkGRPC(b *testing.B) {
 			b.Run("rpc=discover", func(b *testing.B) {
 				loadRPC(b, func(ctx context.Context, i int) error {
 					_, err := e.disc.DiscoverTools(ctx, reqs[i%len(reqs)])
+					return err
+				})
+			})
+			b.Run("rpc=discover-openai", func(b *testing.B) {
+				loadRPC(b, func(ctx context.Context, i int) error {
+					r := reqs[i%len(reqs)]
+					_, err := e.disc.DiscoverTools(ctx, &pb.DiscoverToolsRequest{Caller: r.Caller, Query: r.Query, TopK: r.TopK, Format: string(toolformat.OpenAIFunctions)})
 					return err
 				})
 			})

@@ -86,10 +86,9 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	logged := make([]discoverylog.Returned, 0, n)
 	remembered := make([]feedback.Tool, 0, n)
 	var intentsOf map[feedback.Tool][]string
-	var defs []json.RawMessage
-	var answer json.RawMessage
+	var defs []json.RawMessage // toolformat.Shape's, each kept with its card
 	if format != toolformat.None {
-		defs, answer = toolformat.Shape(format, res.Cards(), req.GetCallId())
+		defs = make([]json.RawMessage, n)
 	}
 	// One allocation each for the answer's tools and their scores.
 	tools, scores := make([]pb.DiscoveredTool, n), make([]pb.Scores, n)
@@ -102,6 +101,7 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		dt := &tools[i]
 		dt.ProviderName, dt.Card, dt.Scores = conv.provider, conv.pb, sc
 		if defs != nil {
+			defs[i] = s.converted.definition(conv, format)
 			dt.DefinitionJson = string(defs[i])
 		}
 		dt.MatchedFields, dt.Reason, dt.Pinned, dt.Tokens = t.Scores.Fields, t.Reason, t.Pinned, int32(t.Tokens)
@@ -118,7 +118,9 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 			intentsOf[ft] = append(intentsOf[ft], r.Intents[i])
 		}
 	}
-	out.ProviderJson = string(answer)
+	if defs != nil {
+		out.ProviderJson = string(toolformat.Answer(format, res.Cards(), defs, req.GetCallId()))
+	}
 	if req.GetEvaluation() {
 		// An evaluation's discovery (the guard checked who may ask for
 		// that): kept out of the logs and metrics, recorded in the trail.

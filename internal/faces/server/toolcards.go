@@ -1,10 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"sync"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/toolformat"
 	"github.com/seed0cff8200/cardex/internal/codec/toolname"
 	pb "github.com/seed0cff8200/cardex/proto/cardex/v1"
 )
@@ -19,7 +21,8 @@ const (
 )
 
 // toolCards keeps the API form of the cards that discovery answers return
-// (the card with its schemas as text, and its provider name), so that a
+// (the card with its schemas as text, its provider name, and its tool
+// definitions in the provider formats asked for), so that a
 // card that is returned again is not converted again. An entry is found by
 // the card's key and used only when every field the conversion reads is
 // equal to the card at hand (apiconv.SameToolCard): an answer holds exactly
@@ -39,7 +42,10 @@ type toolCard struct {
 	src      cards.Card
 	pb       *pb.Card
 	provider string
-	size     int
+	// defs holds the card's tool definitions by format (toolformat.Format
+	// → json.RawMessage), made when first asked (definition).
+	defs sync.Map
+	size int // guarded by toolCards.mu
 }
 
 // get returns c's API form.
@@ -75,6 +81,25 @@ func (tc *toolCards) get(c *cards.Card) *toolCard {
 	tc.byKey[k] = e
 	tc.bytes += e.size
 	return e
+}
+
+// definition returns the tool definition in format f of the card e was
+// found for (toolformat.Definition reads only fields that SameToolCard
+// compares), and keeps it with e while e is kept and the bytes allow.
+func (tc *toolCards) definition(e *toolCard, f toolformat.Format) json.RawMessage {
+	if d, ok := e.defs.Load(f); ok {
+		return d.(json.RawMessage)
+	}
+	d := toolformat.Definition(f, &e.src)
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.byKey[e.src.Key()] == e && tc.bytes+len(d) <= MaxConvertedBytes {
+		if _, had := e.defs.LoadOrStore(f, d); !had {
+			e.size += len(d)
+			tc.bytes += len(d)
+		}
+	}
+	return d
 }
 
 // len is how many cards are kept.

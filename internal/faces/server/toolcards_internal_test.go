@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/internal/codec/apiconv"
+	"github.com/seed0cff8200/cardex/internal/codec/toolformat"
 )
 
 // TestToolCardsBounded: toolCards keeps at most MaxConvertedCards cards and
@@ -43,6 +44,18 @@ func TestToolCardsBounded(t *testing.T) {
 		}
 		if tc.bytes > MaxConvertedBytes {
 			t.Fatalf("%d bytes kept, over MaxConvertedBytes", tc.bytes)
+		}
+	}
+	for i := range 3 {
+		c := card(i, big)
+		e := tc.get(&c)
+		for _, f := range toolformat.Formats {
+			if d := tc.definition(e, f); len(d) < big {
+				t.Fatalf("big card %d, %s: a definition of %d bytes", i, f, len(d))
+			}
+			if tc.bytes > MaxConvertedBytes {
+				t.Fatalf("with definitions: %d bytes kept, over MaxConvertedBytes", tc.bytes)
+			}
 		}
 	}
 	huge := card(1, MaxConvertedBytes)
