@@ -26,7 +26,9 @@ import (
 // Every store write the view depends on (a card's put, deletion or
 // deprecation, its search examples, learned phrasings and co-usage table,
 // a server entry's put or deletion) moves the store's change sequence, so
-// a snapshot that missed any is stale. A snapshot that is stale, corrupt
+// a snapshot that missed any is stale. Only a view of every tenant is
+// snapshotted; one under Residency loads a snapshot and keeps the tenants
+// it holds. A snapshot that is stale, corrupt
 // or truncated is ignored (and logged), and the view is built from the
 // store as without one: the store stays the truth.
 
@@ -72,6 +74,12 @@ func lastChange(ctx context.Context, store interface {
 func (r *Retriever) WriteSnapshot() error {
 	mv, ok := r.snapshotable()
 	if !ok {
+		return nil
+	}
+	if r.res != nil {
+		// The view holds some tenants only: a snapshot of it would not be
+		// the store's view (an earlier one, of every tenant, is kept).
+		r.log.Info("snapshot not written: the view holds some tenants only (residency)", "path", r.snapPath)
 		return nil
 	}
 	start := time.Now()

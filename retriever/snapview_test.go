@@ -297,7 +297,8 @@ func TestSnapshotRefusedWhenNotTheStores(t *testing.T) {
 // TestSnapshotWithResidency: a snapshot of every tenant, loaded by a view
 // that holds only its assigned tenants (Residency), holds exactly what that
 // view holds when built from the store, and loads the other tenants on
-// demand as it would.
+// demand as it would. Such a view writes no snapshot of its own: one of
+// some tenants would not be the store's view for the next start.
 func TestSnapshotWithResidency(t *testing.T) {
 	ctx := context.Background()
 	st, tenants := residencyTenants(t)
@@ -334,5 +335,20 @@ func TestSnapshotWithResidency(t *testing.T) {
 	}
 	if got, want := retriever.ViewState(loaded), retriever.ViewState(fromStore); got != want {
 		t.Fatalf("after loading a tenant on demand, the views differ:\n%s", firstDiff(got, want))
+	}
+
+	// A view of some tenants writes no snapshot: the one of every tenant
+	// stays, and a view of every tenant loads it whole.
+	must(t, loaded.Close())
+	whole, logs := openLogged(t, st, emb, snap)
+	defer whole.Close()
+	if !strings.Contains(logs, "snapshot loaded") || whole.Len() != 268 {
+		t.Fatalf("after a resident view's Close, a whole view holds %d cards; log:\n%s", whole.Len(), logs)
+	}
+	partial := filepath.Join(t.TempDir(), "retriever.snap")
+	r, _ = openLogged(t, st, emb, partial, assigned)
+	must(t, r.Close())
+	if _, err := os.Stat(partial); !os.IsNotExist(err) {
+		t.Fatalf("a view of some tenants wrote a snapshot: %v", err)
 	}
 }
