@@ -189,13 +189,13 @@ func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) error {
 	if rd.str() != snapMagic || rd.uint() != snapVersion {
 		return fmt.Errorf("%w: not a snapshot of this version", errSnapCorrupt)
 	}
-	print, seq := rd.uint(), rd.uint()
+	derived, seq := rd.uint(), rd.uint()
 	last := readChange(rd, seq)
 	model := rd.str()
 	if rd.err != nil {
 		return rd.err
 	}
-	if print != r.derivationPrint() {
+	if derived != r.derivationPrint() {
 		return errors.New("snapshot of other derivations (written by another version of cardex)")
 	}
 	if model != r.emb.Model() {

@@ -88,7 +88,7 @@ func readView(rd *snapReader) *viewSnap {
 // fillView decodes the entries' records into the empty view, at their
 // tenants' final map sizes. Residency's tenants that the view does not
 // hold are left out: it returns their IDs, for the indexes to drop. The
-// indexes' docs get the entries' numbers later (keyIndexes). Call with
+// indexes' docs get the entries' numbers later (finishView). Call with
 // r.mu held for writing.
 func (r *Retriever) fillView(recs [][]byte) (gone []string, err error) {
 	es := make([]*entry, len(recs))
