@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sort"
@@ -757,26 +758,7 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 			if !set.has(p.doc, d) {
 				continue
 			}
-			tf := 0.0
-			var mask uint16
-			var wide *[maxLexFields]uint16
-			if p.tf&lexTFWide != 0 {
-				wide = &x.wide[p.tf&^lexTFWide]
-			}
-			for i, fl := range x.fields {
-				var f uint16
-				if wide == nil {
-					f = uint16(p.tf>>(lexTFBits*i)) & lexTFMax
-				} else {
-					f = wide[i]
-				}
-				if f == 0 || set.avg[i] == 0 {
-					continue
-				}
-				norm := 1 - bm25B + bm25B*float64(d.n[i])/set.avg[i]
-				tf += fl.boost * float64(f) / norm
-				mask |= 1 << i
-			}
+			tf, mask := x.postingTF(p.tf, d, &set.avg)
 			if tf > 0 {
 				buf = append(buf, lexHeld{p.doc, tf})
 				acc.fields[p.doc] |= mask
@@ -817,6 +799,39 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 		}
 	}
 	return hits, nil
+}
+
+// postingTF is a posting's length-normalised, boosted frequency summed
+// over its fields in x.fields order (so the sum, and the score, is the same
+// on every run), and the mask of those fields, in a candidate set of
+// average field lengths avg. A packed posting's fields are found by their
+// set bits, a field with frequency 0 costing nothing. Call with x.mu held.
+func (x *LexicalIndex) postingTF(p lexTF, d *lexDoc, avg *[maxLexFields]float64) (tf float64, mask uint16) {
+	if p&lexTFWide != 0 {
+		for i, f := range x.wide[p&^lexTFWide][:len(x.fields)] {
+			if f != 0 {
+				tf, mask = x.fieldTF(tf, mask, i, uint32(f), d, avg)
+			}
+		}
+		return tf, mask
+	}
+	for v := uint32(p); v != 0; {
+		i := bits.TrailingZeros32(v) / lexTFBits
+		f := v >> (lexTFBits * i) & lexTFMax
+		v &^= lexTFMax << (lexTFBits * i)
+		tf, mask = x.fieldTF(tf, mask, i, f, d, avg)
+	}
+	return tf, mask
+}
+
+// fieldTF adds field i's share of a posting of frequency f there to tf and
+// mask (none when the set's average length of the field is 0).
+func (x *LexicalIndex) fieldTF(tf float64, mask uint16, i int, f uint32, d *lexDoc, avg *[maxLexFields]float64) (float64, uint16) {
+	if avg[i] == 0 {
+		return tf, mask
+	}
+	norm := 1 - bm25B + bm25B*float64(d.n[i])/avg[i]
+	return tf + x.fields[i].boost*float64(f)/norm, mask | 1<<i
 }
 
 // queryTerm is an analysed term of a query with its weights (search).
