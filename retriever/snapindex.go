@@ -228,16 +228,17 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 }
 
 // floatRegion is where a tenant's rows lie in a snapshot file: n float
-// vectors from byte offset at, n code rows from codesAt.
+// vectors from byte offset at, n code rows from codesAt, their n
+// quantisations from quantAt.
 type floatRegion struct {
-	t           *tenantVectors
-	at, codesAt int64
-	n           int
+	t                    *tenantVectors
+	at, codesAt, quantAt int64
+	n                    int
 }
 
-// readSnapshot fills an empty store from r, all but the float vectors and
-// their codes, whose places in the file it returns: they are mapped, or
-// read, once the whole snapshot is checked (placeFloats).
+// readSnapshot fills an empty store from r, all but the float vectors,
+// their codes and quantisations, whose places in the file it returns: they
+// are mapped, or read, once the whole snapshot is checked (placeFloats).
 func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	if dim := r.uint(); r.err == nil && dim != uint64(m.dim) {
 		return nil, fmt.Errorf("snapshot of %d-dimensional vectors, not %d", dim, m.dim)
@@ -258,15 +259,11 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 			t.ids[i], rows[id] = id, vecRow{t, int32(i)}
 		}
 		r.align4()
-		at := r.skip(4 * int64(n) * int64(m.dim))
-		regions = append(regions, floatRegion{t: t, at: at, codesAt: r.skip(int64(n) * int64(pad)), n: n})
-		t.quant = make([]rowQuant, n)
-		for i := range t.quant {
-			t.quant[i] = rowQuant{scale: r.f32(), codeN: r.f32(), errN2: r.f32(), errNI: r.f32()}
-			if t.isWild(i) {
-				t.wild++
-			}
-		}
+		g := floatRegion{t: t, n: n}
+		g.at = r.skip(4 * int64(n) * int64(m.dim))
+		g.codesAt = r.skip(int64(n) * int64(pad))
+		g.quantAt = r.skip(int64(n) * int64(unsafe.Sizeof(rowQuant{})))
+		regions = append(regions, g)
 		if r.err != nil {
 			return nil, r.err
 		}
@@ -284,10 +281,13 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 	return regions, nil
 }
 
-// placeFloats gives the tenants read by readSnapshot their float vectors
-// and codes from the checked snapshot file f: a private mapping of it where
-// the system has one (mapFile), else copies read into the heap. Either way
-// the tenant's rows are windows of one flat array (fromFlat).
+// placeFloats gives the tenants read by readSnapshot their float vectors,
+// codes and quantisations from the checked snapshot file f: a private
+// mapping of it where the system has one (mapFile), else copies read into
+// the heap. Either way the tenant's rows are windows of one flat array
+// (fromFlat); its quantisations are one slice (whose capacity is its
+// length: a mapped one is copied to the heap at the tenant's next new
+// vector).
 func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -299,12 +299,14 @@ func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 	if err == nil && nativeLittleEndian {
 		m.mapped = data
 		for _, g := range regions {
-			floats, codes := []float32{}, []int8{}
+			floats, codes, quant := []float32{}, []int8{}, []rowQuant{}
 			if g.n > 0 {
 				floats = unsafe.Slice((*float32)(unsafe.Pointer(&data[g.at])), g.n*m.dim)
 				codes = unsafe.Slice((*int8)(unsafe.Pointer(&data[g.codesAt])), g.n*pad)
+				quant = unsafe.Slice((*rowQuant)(unsafe.Pointer(&data[g.quantAt])), g.n)
 			}
 			g.t.vecs, g.t.codes = fromFlat(m.dim, g.n, floats), fromFlat(pad, g.n, codes)
+			g.t.setQuant(quant)
 		}
 		return nil
 	}
@@ -326,10 +328,35 @@ func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 				return err
 			}
 		}
+		qb := make([]byte, 16*g.n)
+		if _, err := f.ReadAt(qb, g.quantAt); err != nil {
+			return err
+		}
+		quant := make([]rowQuant, g.n)
+		for i := range quant {
+			f32 := func(k int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(qb[16*i+4*k:])) }
+			quant[i] = rowQuant{scale: f32(0), codeN: f32(1), errN2: f32(2), errNI: f32(3)}
+		}
 		g.t.vecs, g.t.codes = fromFlat(m.dim, g.n, floats), fromFlat(pad, g.n, codes)
+		g.t.setQuant(quant)
 	}
 	return nil
 }
+
+// setQuant gives t its rows' quantisations, counting the wild ones.
+func (t *tenantVectors) setQuant(quant []rowQuant) {
+	t.quant, t.wild = quant, 0
+	for i := range quant {
+		if t.isWild(i) {
+			t.wild++
+		}
+	}
+}
+
+// The snapshot's quantisations are used in place: four little-endian
+// float32s, as rowQuant is laid out.
+var _ [unsafe.Sizeof(rowQuant{}) - 16]struct{}
+var _ [16 - unsafe.Sizeof(rowQuant{})]struct{}
 
 // release unmaps the snapshot the vectors were mapped from; the store is
 // empty afterwards. Call when nothing searches it any more (Retriever.Close).
