@@ -51,6 +51,9 @@ func BenchmarkDiscoverPostgres(b *testing.B) {
 	}{
 		{"admin", retriever.Caller{Tenant: benchTenant, Subject: "admin", Scopes: []string{"*"}}},
 		{"restricted", retriever.Caller{Tenant: benchTenant, Subject: "agent", Scopes: benchRestrictedScopes}},
+		// A caller holding one scope: about 4% of the catalogue, where a
+		// filtered HNSW scan must visit about 25 index tuples a hit.
+		{"narrow", retriever.Caller{Tenant: benchTenant, Subject: "reader", Scopes: []string{"support:read"}}},
 	}
 	for _, n := range pgBenchSizes {
 		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
@@ -61,7 +64,7 @@ func BenchmarkDiscoverPostgres(b *testing.B) {
 					b.Logf("%s: setup of %d cards (store, embed, index): %s", store, n, time.Since(start).Round(time.Millisecond))
 					for _, c := range callers {
 						b.Run("caller="+c.name, func(b *testing.B) { benchDiscoverPG(b, env, c.caller, queries) })
-						if c.name != "restricted" || env.idx == nil {
+						if c.name == "admin" || env.idx == nil {
 							continue
 						}
 						// The same caller by each plan, whichever the
@@ -71,7 +74,7 @@ func BenchmarkDiscoverPostgres(b *testing.B) {
 							name     string
 							exactMax int
 						}{{"exact", math.MaxInt}, {"hnsw", -1}} {
-							b.Run("caller=restricted-"+plan.name, func(b *testing.B) {
+							b.Run("caller="+c.name+"-"+plan.name, func(b *testing.B) {
 								env.idx.WithExactScanMax(plan.exactMax)
 								defer env.idx.WithExactScanMax(pgvec.DefaultExactScanMax)
 								benchDiscoverPG(b, env, c.caller, queries)

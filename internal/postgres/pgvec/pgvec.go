@@ -22,14 +22,15 @@ const DefaultTimeout = 2 * time.Second
 
 // DefaultExactScanMax is the largest tenant (in cards) whose restricted
 // callers are searched by an exact scan of the rows their scopes select
-// rather than through the HNSW index. The exact scan reads every vector of
-// the tenant's and computes the distance of the caller's; the filtered HNSW
-// scan visits about K ÷ (the caller's share of the tenant) index tuples,
-// each a graph search step. Measured on native PostgreSQL 15 with pgvector
-// 0.8 (docs/BENCHMARKS.md, "PostgreSQL mode"): at 10,000 cards a
-// restricted caller holding 27% of them is searched in less than half the
-// time exactly; at 100,000 cards the HNSW scan is cheaper.
-const DefaultExactScanMax = 20_000
+// rather than through the HNSW index. The exact scan reads every vector row
+// of the tenant and computes the distance of the caller's; the filtered
+// HNSW scan visits about K ÷ (the caller's share of the tenant) index
+// tuples. Measured on native PostgreSQL 15 with pgvector 0.8.1
+// (docs/BENCHMARKS.md, "PostgreSQL mode"): at 10,000 cards both cost the
+// server the same for callers holding 27% and 3.4% of them, and the exact
+// scan answers the K nearest exactly in one statement; at 100,000 cards it
+// costs twice the HNSW scan.
+const DefaultExactScanMax = 10_000
 
 // Index is a retriever.VectorIndex over a postgres.Store's card_embeddings.
 type Index struct {
