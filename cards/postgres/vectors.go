@@ -33,7 +33,7 @@ type VectorQuery struct {
 	// Exact searches by an exact ordered scan of the rows the filter
 	// selects instead of the HNSW index: cheaper when they are few, and
 	// the K nearest exactly.
-	Exact bool
+	Exact  bool
 	Vector []float32
 	K      int
 	// ForceIndex makes the planner take the HNSW index even where an exact
