@@ -38,11 +38,10 @@ var pgBenchStores = []string{"embedded", "postgres", "native"}
 // whose database is not set is skipped (failed under CI=true).
 //
 // Each catalogue is built once (-count repeats the timed callers only) and
-// dropped after its store's callers. For figures without the race
-// detector's cost, start the databases as scripts/test does and run go
-// test without -race (docs/BENCHMARKS.md, "PostgreSQL mode"):
-//
-//	./scripts/test -run '^$' -bench 'DiscoverPostgres/cards=10000$/' -count 5 ./retriever/
+// dropped after its store's callers. ./scripts/test -run '^$' -bench
+// 'DiscoverPostgres/cards=10000$/' ./retriever/ runs it under -race; for
+// the figures, start the databases as scripts/test does and run the test
+// binary without -race (docs/BENCHMARKS.md, "PostgreSQL mode").
 func BenchmarkDiscoverPostgres(b *testing.B) {
 	queries := synthQueries(50, 7)
 	callers := []struct {
