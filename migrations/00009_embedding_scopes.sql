@@ -13,8 +13,32 @@ ALTER TABLE card_embeddings
     ADD COLUMN required_scopes text[] NOT NULL DEFAULT '{}',
     ADD COLUMN active boolean NOT NULL DEFAULT false;
 
-UPDATE card_embeddings e SET required_scopes = c.required_scopes, active = (c.status = 'active')
-    FROM cards c WHERE c.tenant = e.tenant AND c.server = e.server AND c.name = e.name;
+-- The existing vectors take their cards' values with the HNSW indexes
+-- dropped and rebuilt after: updating every row would otherwise insert each
+-- vector into each index again, one at a time, far slower than a build.
+-- +goose StatementBegin
+DO $$
+DECLARE
+    defs text[];
+    def text;
+BEGIN
+    SELECT coalesce(array_agg(pg_get_indexdef(x.indexrelid)), '{}') INTO defs
+        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+        WHERE x.indrelid = 'card_embeddings'::regclass AND a.amname = 'hnsw';
+    FOR def IN SELECT i.oid::regclass::text
+        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+        WHERE x.indrelid = 'card_embeddings'::regclass AND a.amname = 'hnsw'
+    LOOP
+        EXECUTE 'DROP INDEX ' || def;
+    END LOOP;
+    UPDATE card_embeddings e SET required_scopes = c.required_scopes, active = (c.status = 'active')
+        FROM cards c WHERE c.tenant = e.tenant AND c.server = e.server AND c.name = e.name;
+    FOREACH def IN ARRAY defs LOOP
+        EXECUTE def;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
 
 -- SET search_path FROM CURRENT: the schema this migration runs in, so that
 -- the functions find their tables whatever the session's search_path is.

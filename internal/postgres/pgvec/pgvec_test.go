@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/postgres"
 	"github.com/seed0cff8200/cardex/embed"
@@ -402,6 +404,89 @@ func TestScopeFilterFollowsCards(t *testing.T) {
 			if !maps.Equal(got, want) {
 				t.Errorf("%s, covered %v: hits %v, want %v", plan.name, covered, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 			}
+		}
+	}
+}
+
+// TestMigrationCopiesScopes: migration 9 gives the vectors stored before it
+// their cards' scopes and status, and keeps every HNSW index (dropped for
+// the copy and built again).
+func TestMigrationCopiesScopes(t *testing.T) {
+	ctx := context.Background()
+	store := pgtest.Open(t, pgtest.Options{MigrateTo: 8})
+	emb := embed.NewHashed(embed.DefaultDim)
+	if err := store.EnsureVectorIndex(ctx, "other-model", 8); err != nil {
+		t.Fatal(err)
+	}
+	cs := catalogue(30, 9, "acme")
+	for i := range cs {
+		cs[i].RequiredScopes = [][]string{nil, {"billing:read"}, {"crm:read", "ops"}}[i%3]
+	}
+	putAll(t, store, cs)
+	revoked := cs[4]
+	revoked.Status = cards.StatusRevoked
+	putAll(t, store, []cards.Card{revoked})
+	var es []cards.Embedding
+	for _, c := range cs {
+		v, err := emb.Embed(ctx, []string{c.Summary})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, cards.Embedding{Key: c.Key(), Model: emb.Model(), TextHash: "h", Vector: v[0]},
+			cards.Embedding{Key: c.Key(), Model: "other-model", TextHash: "h", Vector: make([]float32, 8)})
+	}
+	if err := store.PutEmbeddings(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	indexes := func() []string {
+		rows, err := store.Pool().Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'card_embeddings' ORDER BY 1`, store.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	before := indexes()
+	if _, err := store.MigrateTo(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	if after := indexes(); !slices.Equal(after, before) || len(after) != 3 {
+		t.Errorf("indexes after migration 9: %v, want %v (the key and two HNSW indexes)", after, before)
+	}
+	rows, err := store.Pool().Query(ctx, fmt.Sprintf(`SELECT server, name, model, required_scopes, active FROM %q.card_embeddings`, store.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		server, name, model string
+		scopes              []string
+		active              bool
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.server, &x.name, &x.model, &x.scopes, &x.active)
+		return x, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2*len(cs) {
+		t.Fatalf("%d vector rows, want %d", len(got), 2*len(cs))
+	}
+	byKey := map[cards.Key]cards.Card{}
+	for _, c := range cs {
+		byKey[c.Key()] = c
+	}
+	for _, r := range got {
+		c := byKey[cards.Key{Tenant: "acme", Server: r.server, Name: r.name}]
+		if want := c.RequiredScopes; !slices.Equal(r.scopes, want) && len(r.scopes)+len(want) > 0 {
+			t.Errorf("%s/%s %s: scopes %v, want %v", r.server, r.name, r.model, r.scopes, want)
+		}
+		if want := c.Key() != revoked.Key(); r.active != want {
+			t.Errorf("%s/%s %s: active %v, want %v", r.server, r.name, r.model, r.active, want)
 		}
 	}
 }
