@@ -145,7 +145,12 @@ func setLocal(ctx context.Context, tx pgx.Tx, q VectorQuery) error {
 	if q.NoIterativeScan {
 		iterative = "off"
 	}
-	set := `SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', $2, true)`
+	// Bitmap scans off: the caller's scopes index (migration 9) must not
+	// replace the HNSW scan the search was planned for (the planner takes
+	// it for a filter it misjudges as selective, and scans thousands of
+	// rows exactly).
+	set := `SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', $2, true),
+		set_config('enable_bitmapscan', 'off', true)`
 	if q.ForceIndex {
 		set += `, set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true)`
 	}
