@@ -177,12 +177,15 @@ func newPGBenchEnv(b *testing.B, store string, n int) *pgBenchEnv {
 		b.Cleanup(func() { _ = r.Close() })
 		return &pgBenchEnv{r: r}
 	}
-	url := pgtest.BulkURL(b) // PGlite under scripts/test
-	if store == "native" {
+	var url string
+	switch store {
+	case "native":
 		// The HNSW build gets the memory to run in one pass (a session
 		// setting, sent by pgx at connect).
 		url = pgtest.NativeURL(b)
 		url += map[bool]string{false: "?", true: "&"}[strings.Contains(url, "?")] + "maintenance_work_mem=1GB"
+	default:
+		url = pgtest.BulkURL(b) // PGlite under scripts/test
 	}
 	st := pgtest.Open(b, pgtest.Options{URL: url})
 	if err := st.DropVectorIndex(ctx, emb.Model(), emb.Dim()); err != nil {
