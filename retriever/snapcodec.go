@@ -271,18 +271,6 @@ func (r *snapReader) f32() float32 {
 	return math.Float32frombits(binary.LittleEndian.Uint32(r.tmp[:4]))
 }
 
-func (r *snapReader) int8s(n int) []int8 {
-	if int64(n) > r.left {
-		r.fail()
-		return nil
-	}
-	out := make([]int8, n)
-	if n > 0 {
-		r.fill(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), n))
-	}
-	return out
-}
-
 // check ends the read: the whole body was read and its checksum is the
 // trailer's.
 func (r *snapReader) check() error {
