@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"testing"
+	"unsafe"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
@@ -164,4 +165,15 @@ func TestEntryKeys(t *testing.T) {
 	}
 	defer r.Close()
 	check(r, 40-14+1)
+}
+
+// TestEntrySizeClass: an entry fits the 512-byte allocation size class,
+// which has no allocation header. One field more puts it in the 576-byte
+// class: 64 bytes more per card, past the live-heap budget of
+// docs/BENCHMARKS.md (2,048 B a card at 10,000 cards). Grow it only with
+// the budget measured again (BenchmarkRestart heap-B/card).
+func TestEntrySizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 512 {
+		t.Fatalf("entry is %d bytes, over the 512-byte size class", n)
+	}
 }
