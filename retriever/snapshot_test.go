@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/seed0cff8200/cardex/cards"
@@ -17,17 +15,6 @@ import (
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/retriever"
 )
-
-// readCountingStore counts the embeddings a retriever reads from the store.
-type readCountingStore struct {
-	cards.Store
-	read atomic.Int64
-}
-
-func (s *readCountingStore) Embeddings(ctx context.Context, model string, keys []cards.Key) (map[cards.Key]cards.Embedding, error) {
-	s.read.Add(int64(len(keys)))
-	return s.Store.Embeddings(ctx, model, keys)
-}
 
 // answers is every answer of a retriever to the synthetic queries, for an
 // admin and a restricted caller, as text: tools, scores to the bit, flags.
@@ -64,16 +51,6 @@ func TestSnapshotRestart(t *testing.T) {
 	}
 	emb := embed.MustBuiltin()
 	snap := filepath.Join(dir, "retriever.snap")
-	open := func(store cards.Store, opts ...retriever.Option) (*retriever.Retriever, string) {
-		t.Helper()
-		var logs bytes.Buffer
-		log := slog.New(slog.NewTextHandler(&logs, nil))
-		r, err := retriever.New(ctx, store, emb, log, append([]retriever.Option{retriever.WithSnapshot(snap)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r, logs.String()
-	}
 	reference := func() string { // from the store alone
 		t.Helper()
 		r, err := retriever.New(ctx, st, emb, nil)
@@ -85,7 +62,7 @@ func TestSnapshotRestart(t *testing.T) {
 	}
 
 	// The first start has no snapshot; its Close writes one.
-	r, _ := open(st)
+	r, _ := openLogged(t, st, emb, snap)
 	want := answers(t, r)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -98,10 +75,10 @@ func TestSnapshotRestart(t *testing.T) {
 	}
 
 	// Loaded: the same answers, and no vector read from the store.
-	counting := &readCountingStore{Store: st}
-	r, logs := open(counting)
-	if !strings.Contains(logs, "snapshot loaded") || counting.read.Load() != 0 {
-		t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.read.Load(), logs)
+	counting := &readsCountingStore{Store: st}
+	r, logs := openLogged(t, counting, emb, snap)
+	if !strings.Contains(logs, "snapshot loaded") || counting.embeddings.Load() != 0 {
+		t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.embeddings.Load(), logs)
 	}
 	if got := answers(t, r); got != want {
 		t.Fatal("answers after loading the snapshot differ")
@@ -150,7 +127,7 @@ func TestSnapshotRestart(t *testing.T) {
 				want = answers(t, ref)
 				ref.Close()
 			}
-			r, logs := open(st, tc.opts...)
+			r, logs := openLogged(t, st, emb, snap, tc.opts...)
 			defer r.Close()
 			if !strings.Contains(logs, "snapshot not used") || !strings.Contains(logs, tc.reason) {
 				t.Fatalf("the %s snapshot was not refused for %q; log:\n%s", tc.name, tc.reason, logs)

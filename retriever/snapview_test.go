@@ -20,10 +20,11 @@ import (
 )
 
 // readsCountingStore counts every read of cards, phrasings, co-usage
-// tables, vectors and server entries a retriever makes.
+// tables, vectors and server entries a retriever makes (reads), and the
+// vectors among them (embeddings).
 type readsCountingStore struct {
 	cards.Store
-	reads atomic.Int64
+	reads, embeddings atomic.Int64
 }
 
 func (s *readsCountingStore) Get(ctx context.Context, k cards.Key) (cards.Card, error) {
@@ -48,6 +49,7 @@ func (s *readsCountingStore) Companions(ctx context.Context, keys []cards.Key) (
 
 func (s *readsCountingStore) Embeddings(ctx context.Context, model string, keys []cards.Key) (map[cards.Key]cards.Embedding, error) {
 	s.reads.Add(int64(len(keys)))
+	s.embeddings.Add(int64(len(keys)))
 	return s.Store.Embeddings(ctx, model, keys)
 }
 
