@@ -304,10 +304,7 @@ func TestScopesSelectLikeIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, plan := range []struct {
-		name     string
-		exactMax int
-	}{{"exact", pgvec.DefaultExactScanMax}, {"hnsw", -1}} {
+	for _, plan := range bothPlans {
 		idx.WithExactScanMax(plan.exactMax)
 		for _, scopes := range [][]string{{"billing:read"}, {"billing:*"}, {"billing:*", "crm:read"}, {"crm:*"}, {"ops", "support:write"}, {"nothing:here"}} {
 			ids, covered := []string{}, []string{}
@@ -387,10 +384,7 @@ func TestScopeFilterFollowsCards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, plan := range []struct {
-		name     string
-		exactMax int
-	}{{"exact", pgvec.DefaultExactScanMax}, {"hnsw", -1}} {
+	for _, plan := range bothPlans {
 		idx.WithExactScanMax(plan.exactMax)
 		for _, covered := range [][]string{{"billing:read", "billing:write"}, {"admin:root", "billing:read", "billing:write", "crm:read", "ops"}} {
 			hits, err := idx.Search(ctx, q[0], retriever.Filter{Tenant: "acme", IDs: []string{"x"}, Scopes: scopes, Covered: covered, TenantCards: len(cs)}, 200)
@@ -491,3 +485,11 @@ func TestMigrationCopiesScopes(t *testing.T) {
 		}
 	}
 }
+
+// bothPlans are the two ways pgvec searches a restricted caller's vectors,
+// forced by WithExactScanMax: an exact scan of the rows its scopes select,
+// the HNSW index.
+var bothPlans = []struct {
+	name     string
+	exactMax int
+}{{"exact", pgvec.DefaultExactScanMax}, {"hnsw", -1}}
