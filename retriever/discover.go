@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -466,7 +468,10 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 			vecs[i] = blend(l.vec, qctx.vec, r.queryContext)
 		}
 	}
-	r.semanticTogether(cs, lists, vecs, bufs, &res.Timings)
+	// The scan may run beside the lexical legs: it is waited for before the
+	// buffers go back and r.mu is released (deferred after both).
+	wait := r.semanticTogether(cs, lists, vecs, bufs, &res.Timings)
+	defer wait()
 	for i, l := range lists {
 		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, vecs[i]
 		if l.context && qctx != nil && r.queryContext > 0 {
@@ -670,6 +675,9 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	tm.Lexical += t1.Sub(t0)
 	var sem []Hit
 	degraded := qvec == nil
+	if buf.semWait != nil {
+		buf.semWait() // the scan running beside this lexical leg
+	}
 	switch {
 	case buf.semDone:
 		// Scanned with the request's other lists, at the deepest one's
@@ -721,16 +729,30 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	return kept, degraded, nil
 }
 
+// BesideMin is the candidate set from which a request's semantic legs run
+// on a goroutine of their own, beside its lexical legs, when the process
+// has more than one core (GOMAXPROCS). Under it the two legs together take
+// well under a millisecond and the answer waits for the goroutine's start
+// and its wake-up as long as it would for the scan (docs/BENCHMARKS.md,
+// "Legs side by side").
+const BesideMin = 8192
+
 // semanticTogether runs the semantic legs of the lists that rank inside
 // cs itself (no +word narrows them) and have a vector in one scan of the
 // in-memory vectors (MemoryVectors.searchSetMulti), leaving each list's
 // hits in its buffer (fuseBuf.semDone). With fewer than two such lists, or
 // another vector index, or when the scan fails, it leaves them to rankText,
 // which searches (and reports any error) list by list. Call with r.mu held.
-func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]float32, bufs []*fuseBuf, tm *Timings) {
+//
+// From BesideMin candidates on (and a single list too) the scan runs on a
+// goroutine while the caller goes on with the lexical legs: each buffer's
+// semWait waits for it, and so does the function returned, which the
+// caller must call before r.mu is released or the buffers reused. The
+// scan's time is added to tm on the caller's goroutine, by the first wait.
+func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]float32, bufs []*fuseBuf, tm *Timings) (wait func()) {
 	mi, ok := r.vec.(memoryIndex)
 	if !ok {
-		return
+		return func() {}
 	}
 	var which []int
 	depth := 0
@@ -740,21 +762,44 @@ func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]flo
 			depth = max(depth, l.depth())
 		}
 	}
-	if len(which) < 2 {
-		return
+	beside := len(cs.entries) >= BesideMin && runtime.GOMAXPROCS(0) > 1
+	if len(which) == 0 || (len(which) < 2 && !beside) {
+		return func() {}
 	}
-	t0 := time.Now()
-	dsts, qs := make([][]Hit, len(which)), make([][]float32, len(which))
-	for x, i := range which {
-		dsts[x], qs[x] = bufs[i].sem, vecs[i]
-	}
-	hits, err := mi.m.searchSetMulti(dsts, qs, cs.vecSet(mi.m), cs.filter, depth)
-	if err == nil {
-		for x, i := range which {
-			bufs[i].sem, bufs[i].semDone = hits[x], true
+	scan := func() time.Duration {
+		t0 := time.Now()
+		vs := cs.vecSet(mi.m)
+		if len(which) == 1 {
+			i := which[0]
+			hits, err := mi.m.searchSetInto(bufs[i].sem, vecs[i], vs, cs.filter, lists[i].depth())
+			if err == nil {
+				bufs[i].sem, bufs[i].semDone = hits, true
+			}
+			return time.Since(t0)
 		}
+		dsts, qs := make([][]Hit, len(which)), make([][]float32, len(which))
+		for x, i := range which {
+			dsts[x], qs[x] = bufs[i].sem, vecs[i]
+		}
+		hits, err := mi.m.searchSetMulti(dsts, qs, vs, cs.filter, depth)
+		if err == nil {
+			for x, i := range which {
+				bufs[i].sem, bufs[i].semDone = hits[x], true
+			}
+		}
+		return time.Since(t0)
 	}
-	tm.Semantic += time.Since(t0)
+	if !beside {
+		tm.Semantic += scan()
+		return func() {}
+	}
+	done := make(chan time.Duration, 1)
+	go func() { done <- scan() }()
+	wait = sync.OnceFunc(func() { tm.Semantic += <-done })
+	for _, i := range which {
+		bufs[i].semWait = wait
+	}
+	return wait
 }
 
 // keyHits keys the legs' hits that come without a key (another vector

@@ -186,6 +186,9 @@ type fuseBuf struct {
 	// semDone: sem holds the list's semantic leg, scanned with the
 	// request's other lists (Retriever.semanticTogether).
 	semDone bool
+	// semWait, when set, waits for the scan that fills sem and semDone
+	// on another goroutine; it is safe to call more than once.
+	semWait func()
 }
 
 // reset empties the buffer for its next use, dropping what the list held.
@@ -197,7 +200,7 @@ func (b *fuseBuf) reset() {
 	clear(b.lex[:cap(b.lex)])
 	b.lex = b.lex[:0]
 	clear(b.sem[:cap(b.sem)])
-	b.sem, b.semDone = b.sem[:0], false
+	b.sem, b.semDone, b.semWait = b.sem[:0], false, nil
 }
 
 // joinLegs merges the legs by key (every hit's key set), recording raw
