@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/seed0cff8200/cardex/cards/embedded"
@@ -11,11 +12,12 @@ import (
 	"github.com/seed0cff8200/cardex/retriever"
 )
 
-// TestLegsBeside: from BesideMin candidates on, the semantic legs run on a
-// goroutine beside the lexical ones (with more than one core); the answers
-// are the ones the legs give one after the other (one core), for a query
-// alone, a query with intents, and intents alone, and the semantic leg's time
-// is still reported. Run with -race, it also checks the two goroutines share
+// TestLegsBeside: from BesideMin candidates on, with more than one core, a
+// request's legs run on two goroutines (the semantic scan and lexical legs
+// from the last list back on one, lexical legs from the first on on the
+// other); the answers are the ones the legs give one after the other (one
+// core), for a query alone, a query with intents, intents alone and a list
+// narrowed by +word, and the legs' times are still reported. Run with -race, it also checks the two goroutines share
 // nothing unguarded.
 func TestLegsBeside(t *testing.T) {
 	if testing.Short() {
@@ -41,6 +43,7 @@ func TestLegsBeside(t *testing.T) {
 			retriever.Request{Caller: admin, Query: qs[i], TopK: 10},
 			retriever.Request{Caller: admin, Query: qs[i], Intents: qs[i+1 : i+4], TopK: 10},
 			retriever.Request{Caller: admin, Intents: qs[i+1 : i+3], TopK: 5},
+			retriever.Request{Caller: admin, Query: "+" + strings.Fields(qs[i+1])[0] + " " + qs[i], Intents: qs[i+2 : i+3], TopK: 5},
 			retriever.Request{Caller: benchCallers()[1], Query: qs[i], TopK: 5}, // under BesideMin
 		)
 	}
@@ -52,8 +55,8 @@ func TestLegsBeside(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.CandidateCount >= retriever.BesideMin && res.Timings.Semantic <= 0 {
-				t.Errorf("GOMAXPROCS %d, %q: no semantic time reported", procs, req.Query)
+			if res.CandidateCount >= retriever.BesideMin && (res.Timings.Semantic <= 0 || res.Timings.Lexical <= 0) {
+				t.Errorf("GOMAXPROCS %d, %q: legs' times %+v", procs, req.Query, res.Timings)
 			}
 			res.Timings = retriever.Timings{}
 			out[i] = res

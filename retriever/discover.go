@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -456,34 +457,34 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		sc.alts.reset()
 		r.answerBufs.Put(sc)
 	}()
-	// Every list's vector (an intent ranked with the query as its context
-	// has the query's vector blended in) and fusion buffer; the semantic
-	// legs of the lists ranked in the candidate set itself are scanned
-	// together.
+	// Every list's vector and texts (an intent ranked with the query as
+	// its context has the query's words at a lower weight and its vector
+	// blended in), candidate set (+word narrows it) and fusion buffer; the
+	// semantic legs of the lists ranked in the candidate set itself are
+	// scanned together.
 	vecs := make([][]float32, len(lists))
+	parts := make([][]WeightedText, len(lists))
+	sets := make([]*candSet, len(lists))
 	bufs := make([]*fuseBuf, len(lists))
 	for i, l := range lists {
-		vecs[i], bufs[i] = l.vec, lend()
+		vecs[i], parts[i], sets[i], bufs[i] = l.vec, []WeightedText{{Text: l.text, Weight: 1}}, cs, lend()
 		if l.context && qctx != nil && r.queryContext > 0 {
 			vecs[i] = blend(l.vec, qctx.vec, r.queryContext)
+			parts[i] = append(parts[i], WeightedText{Text: qctx.text, Weight: r.queryContext})
+		}
+		if len(l.need) > 0 {
+			sets[i] = narrow(cs, l.need, len(r.entries))
 		}
 	}
-	// The scan may run beside the lexical legs: it is waited for before the
-	// buffers go back and r.mu is released (deferred after both).
-	wait := r.semanticTogether(cs, lists, vecs, bufs, &res.Timings)
+	// The legs may run on two goroutines: the other one is waited for
+	// before the buffers go back and r.mu is released (deferred after both).
+	wait := r.startLegs(cs, lists, vecs, bufs, &res.Timings, func(i int) error {
+		return r.searchLexical(bufs[i], parts[i], sets[i], lists[i].depth())
+	})
 	defer wait()
 	for i, l := range lists {
-		parts, vec := []WeightedText{{Text: l.text, Weight: 1}}, vecs[i]
-		if l.context && qctx != nil && r.queryContext > 0 {
-			// An intent is ranked with the query as its context: the
-			// query's words at a lower weight, its vector blended in.
-			parts = append(parts, WeightedText{Text: qctx.text, Weight: r.queryContext})
-		}
-		lcs := cs
-		if len(l.need) > 0 {
-			lcs = narrow(cs, l.need, len(r.entries))
-		}
-		fused, degraded, err := r.rankText(ctx, req, lcs, parts, vec, alpha, &res.Timings, bufs[i], l.depth())
+		lcs, vec := sets[i], vecs[i]
+		fused, degraded, err := r.rankText(ctx, req, lcs, parts[i], vec, alpha, &res.Timings, bufs[i], l.depth())
 		if err != nil {
 			return Result{}, nil, err
 		}
@@ -516,7 +517,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		t1 := time.Now()
 		fused = demoteDeprecated(r.confident(fused))
 		if !req.Mode.single() {
-			// The list's text, as rankText analysed it (parts).
+			// The list's text, as rankText analysed it (parts[i]).
 			fused = liftServers(fused, r.serverLift(lcs, bufs[i].terms, fused, &sc.sums))
 		}
 		if r.collapse {
@@ -659,21 +660,41 @@ func (r *Retriever) confident(fused []Fused) []Fused {
 	return fused
 }
 
-// rankText ranks one text inside the candidate set: the lexical and the
-// semantic leg, fused. Call with r.mu held.
-func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf, depth int) ([]Fused, bool, error) {
-	t0 := time.Now()
+// searchLexical runs one list's lexical leg inside cs: its text analysed
+// into buf.terms, its hits into buf.lex. Call with r.mu held.
+func (r *Retriever) searchLexical(buf *fuseBuf, text []WeightedText, cs *candSet, depth int) error {
 	buf.terms = r.lex.queryTerms(buf.terms, text)
 	lex, err := r.lex.searchTerms(buf.lex, buf.terms, cs.lexSet(r.lex), cs.filter, depth, false)
 	if err != nil {
-		return nil, false, fmt.Errorf("lexical search: %w", err)
+		return fmt.Errorf("lexical search: %w", err)
 	}
 	if lex != nil {
 		buf.lex = lex
 	}
+	return nil
+}
+
+// rankText ranks one text inside the candidate set: the lexical and the
+// semantic leg, fused. Call with r.mu held.
+func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text []WeightedText, qvec []float32, alpha float64, tm *Timings, buf *fuseBuf, depth int) ([]Fused, bool, error) {
+	t0 := time.Now()
+	if j := buf.lexJob; j != nil {
+		// Shared with the request's other goroutine (startLegs), which
+		// may have searched it already, or be searching it.
+		if err := j.do(func() error { return r.searchLexical(buf, text, cs, depth) }); err != nil {
+			return nil, false, err
+		}
+		tm.Lexical += j.took
+	} else {
+		if err := r.searchLexical(buf, text, cs, depth); err != nil {
+			return nil, false, err
+		}
+		tm.Lexical += time.Since(t0)
+	}
+	lex := buf.lex
 	t1 := time.Now()
-	tm.Lexical += t1.Sub(t0)
 	var sem []Hit
+	var err error
 	degraded := qvec == nil
 	if buf.semWait != nil {
 		buf.semWait() // the scan running beside this lexical leg
@@ -737,34 +758,32 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 // "Legs side by side").
 const BesideMin = 8192
 
-// semanticTogether runs the semantic legs of the lists that rank inside
-// cs itself (no +word narrows them) and have a vector in one scan of the
-// in-memory vectors (MemoryVectors.searchSetMulti), leaving each list's
-// hits in its buffer (fuseBuf.semDone). With fewer than two such lists, or
-// another vector index, or when the scan fails, it leaves them to rankText,
-// which searches (and reports any error) list by list. Call with r.mu held.
+// startLegs starts a request's legs. The semantic legs of the lists that
+// rank inside cs itself (no +word narrows them) and have a vector are
+// scanned together, in one scan of the in-memory vectors
+// (MemoryVectors.searchSetMulti), leaving each list's hits in its buffer
+// (fuseBuf.semDone); with fewer than two such lists, or another vector
+// index, or when the scan fails, they are left to rankText, which searches
+// (and reports any error) list by list. Call with r.mu held.
 //
-// From BesideMin candidates on (and a single list too) the scan runs on a
-// goroutine while the caller goes on with the lexical legs: each buffer's
-// semWait waits for it, and so does the function returned, which the
-// caller must call before r.mu is released or the buffers reused. The
-// scan's time is added to tm on the caller's goroutine, by the first wait.
-func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]float32, bufs []*fuseBuf, tm *Timings) (wait func()) {
+// From BesideMin candidates on, on more than one core, the request takes a
+// second goroutine: it scans (a single list's vector too), then searches
+// lexical legs from the last list back, while the caller searches them
+// from the first on (lexical(i) searches list i's) — each leg once, by
+// whichever goroutine claims it (fuseBuf.lexJob). Each buffer's semWait
+// waits for the scan, and the function returned waits for the goroutine:
+// the caller must call it before r.mu is released or the buffers reused.
+// The scan's time is added to tm on the caller's goroutine, by the first
+// wait.
+func (r *Retriever) startLegs(cs *candSet, lists []textList, vecs [][]float32, bufs []*fuseBuf, tm *Timings, lexical func(i int) error) (wait func()) {
 	mi, ok := r.vec.(memoryIndex)
-	if !ok {
-		return func() {}
-	}
 	var which []int
 	depth := 0
 	for i, l := range lists {
-		if vecs[i] != nil && len(l.need) == 0 {
+		if ok && vecs[i] != nil && len(l.need) == 0 {
 			which = append(which, i)
 			depth = max(depth, l.depth())
 		}
-	}
-	beside := len(cs.entries) >= BesideMin && runtime.GOMAXPROCS(0) > 1
-	if len(which) == 0 || (len(which) < 2 && !beside) {
-		return func() {}
 	}
 	scan := func() time.Duration {
 		t0 := time.Now()
@@ -789,17 +808,72 @@ func (r *Retriever) semanticTogether(cs *candSet, lists []textList, vecs [][]flo
 		}
 		return time.Since(t0)
 	}
+	beside := len(cs.entries) >= BesideMin && runtime.GOMAXPROCS(0) > 1 && (len(which) > 0 || len(lists) > 1)
 	if !beside {
-		tm.Semantic += scan()
+		if len(which) >= 2 {
+			tm.Semantic += scan()
+		}
 		return func() {}
 	}
-	done := make(chan time.Duration, 1)
-	go func() { done <- scan() }()
-	wait = sync.OnceFunc(func() { tm.Semantic += <-done })
-	for _, i := range which {
-		bufs[i].semWait = wait
+	for i := range lists {
+		bufs[i].lexJob = &lexJob{done: make(chan struct{})}
 	}
-	return wait
+	scanned, finished := make(chan time.Duration, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		var took time.Duration
+		if len(which) > 0 {
+			took = scan()
+		}
+		scanned <- took
+		for i := len(lists) - 1; i >= 0; i-- {
+			bufs[i].lexJob.try(func() error { return lexical(i) })
+		}
+	}()
+	semWait := sync.OnceFunc(func() { tm.Semantic += <-scanned })
+	for _, i := range which {
+		bufs[i].semWait = semWait
+	}
+	// This goroutine's share: the lexical legs from the first list on,
+	// while the other one scans.
+	for i := range lists {
+		bufs[i].lexJob.try(func() error { return lexical(i) })
+	}
+	return func() {
+		semWait()
+		<-finished
+	}
+}
+
+// lexJob is one list's lexical leg when a request's two goroutines share
+// them (Retriever.startLegs): the first to claim it searches, the other
+// does not search it again.
+type lexJob struct {
+	claimed atomic.Bool
+	done    chan struct{} // closed when the search ended
+	err     error         // the search's, once done is closed
+	took    time.Duration // the search's time, once done is closed
+}
+
+// try searches with search unless the leg was claimed already, and reports
+// whether it did.
+func (j *lexJob) try(search func() error) bool {
+	if !j.claimed.CompareAndSwap(false, true) {
+		return false
+	}
+	t0 := time.Now()
+	j.err = search()
+	j.took = time.Since(t0)
+	close(j.done)
+	return true
+}
+
+// do searches with search unless the leg was claimed already, then waits
+// for whichever search claimed it, and returns its error.
+func (j *lexJob) do(search func() error) error {
+	j.try(search)
+	<-j.done
+	return j.err
 }
 
 // keyHits keys the legs' hits that come without a key (another vector

@@ -184,11 +184,14 @@ type fuseBuf struct {
 	lex   []Hit       // the lexical leg's hits
 	sem   []Hit       // the semantic leg's hits
 	// semDone: sem holds the list's semantic leg, scanned with the
-	// request's other lists (Retriever.semanticTogether).
+	// request's other lists (Retriever.startLegs).
 	semDone bool
 	// semWait, when set, waits for the scan that fills sem and semDone
 	// on another goroutine; it is safe to call more than once.
 	semWait func()
+	// lexJob, when set, is the list's lexical leg shared with the
+	// request's other goroutine (Retriever.startLegs).
+	lexJob *lexJob
 }
 
 // reset empties the buffer for its next use, dropping what the list held.
@@ -200,7 +203,7 @@ func (b *fuseBuf) reset() {
 	clear(b.lex[:cap(b.lex)])
 	b.lex = b.lex[:0]
 	clear(b.sem[:cap(b.sem)])
-	b.sem, b.semDone, b.semWait = b.sem[:0], false, nil
+	b.sem, b.semDone, b.semWait, b.lexJob = b.sem[:0], false, nil, nil
 }
 
 // joinLegs merges the legs by key (every hit's key set), recording raw
