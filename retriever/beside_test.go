@@ -2,11 +2,14 @@ package retriever_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/embed"
 	"github.com/seed0cff8200/cardex/retriever"
@@ -71,5 +74,69 @@ func TestLegsBeside(t *testing.T) {
 		if !reflect.DeepEqual(one[i], two[i]) {
 			t.Errorf("request %d (%q, %d intents): the legs side by side answer\n%+v\none after the other\n%+v", i, reqs[i].Query, len(reqs[i].Intents), two[i], one[i])
 		}
+	}
+}
+
+// remoteVectors is a vector index that is not the retriever's in-memory
+// one (as PostgreSQL's is not): the same vectors and answers, or, when
+// down, the error of a backend that went away (a test double: the
+// retriever is under test).
+type remoteVectors struct {
+	m    *retriever.MemoryVectors
+	down atomic.Bool
+}
+
+func (v *remoteVectors) Upsert(_ context.Context, id, tenant string, vec []float32) error {
+	return v.m.Upsert(id, tenant, vec)
+}
+func (v *remoteVectors) Delete(_ context.Context, id string) { v.m.Delete(id) }
+func (v *remoteVectors) Search(_ context.Context, q []float32, f retriever.Filter, k int) ([]retriever.Hit, error) {
+	if v.down.Load() {
+		return nil, fmt.Errorf("vector backend: %w", cards.ErrUnavailable)
+	}
+	return v.m.Search(q, f, k)
+}
+
+// TestRemoteVectorsBeside: another vector index's searches run on a second
+// goroutine, one per list, while the lexical legs are searched; the answers
+// are the in-memory index's, a list narrowed by +word included, and a
+// backend that went away still gives the lexical answer, flagged degraded.
+func TestRemoteVectorsBeside(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t,
+		card("ship", "track_parcel", "Track a parcel by its tracking number."),
+		card("ship", "create_label", "Create a shipping label for a parcel.", "ship:write"),
+		card("crm", "get_contact", "Read one contact record."),
+		card("crm", "update_contact", "Update a contact's email or phone.", "crm:write"),
+		card("billing", "issue_refund", "Refund a paid invoice.", "billing:admin"),
+		card("billing", "list_invoices", "List a customer's invoices."))
+	remote := &remoteVectors{m: retriever.NewMemoryVectors(embed.DefaultDim)}
+	local, far := newRetriever(t, st, nil), newRetrieverWith(t, st, retriever.WithVectors(remote))
+	for _, req := range []retriever.Request{
+		{Caller: admin, Query: "where is my parcel"},
+		{Caller: admin, Query: "refund the customer", Intents: []string{"find the invoice", "change the contact's email"}},
+		{Caller: caller("crm:write"), Intents: []string{"print a shipping label", "update a phone number"}},
+		{Caller: admin, Query: "+contact read the record", Intents: []string{"track a parcel"}},
+	} {
+		want, err := local.Discover(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := far.Discover(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want.Tools) == 0 || got.Timings.Semantic <= 0 {
+			t.Errorf("%q %q: %d tools, semantic time %v", req.Query, req.Intents, len(want.Tools), got.Timings.Semantic)
+		}
+		want.Timings, got.Timings = retriever.Timings{}, retriever.Timings{}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q %q: another vector index answers\n%+v\nthe in-memory one\n%+v", req.Query, req.Intents, got, want)
+		}
+	}
+	remote.down.Store(true)
+	res, err := far.Discover(ctx, retriever.Request{Caller: admin, Query: "track my parcel", Intents: []string{"read a contact"}})
+	if err != nil || !res.Degraded || len(res.Tools) == 0 || res.Tools[0].Card.Name != "track_parcel" {
+		t.Fatalf("vector backend down: %v, degraded %v, tools %+v; want track_parcel from the lexical leg", err, res.Degraded, res.Tools)
 	}
 }

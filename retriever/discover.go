@@ -478,7 +478,7 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	}
 	// The legs may run on two goroutines: the other one is waited for
 	// before the buffers go back and r.mu is released (deferred after both).
-	wait := r.startLegs(cs, lists, vecs, bufs, &res.Timings, func(i int) error {
+	wait := r.startLegs(ctx, cs, lists, vecs, sets, bufs, &res.Timings, func(i int) error {
 		return r.searchLexical(bufs[i], parts[i], sets[i], lists[i].depth())
 	})
 	defer wait()
@@ -703,7 +703,7 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 	case buf.semDone:
 		// Scanned with the request's other lists, at the deepest one's
 		// depth: the exact top k is the head of a deeper exact top k.
-		sem = buf.sem
+		sem, err = buf.sem, buf.semErr
 		if len(sem) > depth {
 			sem = sem[:depth]
 		}
@@ -762,31 +762,41 @@ const BesideMin = 8192
 // rank inside cs itself (no +word narrows them) and have a vector are
 // scanned together, in one scan of the in-memory vectors
 // (MemoryVectors.searchSetMulti), leaving each list's hits in its buffer
-// (fuseBuf.semDone); with fewer than two such lists, or another vector
-// index, or when the scan fails, they are left to rankText, which searches
-// (and reports any error) list by list. Call with r.mu held.
+// (fuseBuf.semDone); with fewer than two such lists, or when the scan
+// fails, they are left to rankText, which searches (and reports any error)
+// list by list. Call with r.mu held.
 //
 // From BesideMin candidates on, on more than one core, the request takes a
 // second goroutine: it scans (a single list's vector too), then searches
 // lexical legs from the last list back, while the caller searches them
-// from the first on (lexical(i) searches list i's) — each leg once, by
-// whichever goroutine claims it (fuseBuf.lexJob). Each buffer's semWait
-// waits for the scan, and the function returned waits for the goroutine:
-// the caller must call it before r.mu is released or the buffers reused.
-// The scan's time is added to tm on the caller's goroutine, by the first
-// wait.
-func (r *Retriever) startLegs(cs *candSet, lists []textList, vecs [][]float32, bufs []*fuseBuf, tm *Timings, lexical func(i int) error) (wait func()) {
+// from the first on (lexical(i) searches list i's, inside sets[i]) — each
+// leg once, by whichever goroutine claims it (fuseBuf.lexJob). Another
+// vector index (PostgreSQL's) answers over the network: its searches, one
+// per list with a vector, always go to the second goroutine, whatever the
+// set and the cores, and their errors to each buffer (fuseBuf.semErr). Each
+// buffer's semWait waits for its semantic leg, and the function returned
+// waits for the goroutine: the caller must call it before r.mu is released
+// or the buffers reused. The semantic legs' time is added to tm on the
+// caller's goroutine, by the first wait.
+func (r *Retriever) startLegs(ctx context.Context, cs *candSet, lists []textList, vecs [][]float32, sets []*candSet, bufs []*fuseBuf, tm *Timings, lexical func(i int) error) (wait func()) {
 	mi, ok := r.vec.(memoryIndex)
 	var which []int
 	depth := 0
 	for i, l := range lists {
-		if ok && vecs[i] != nil && len(l.need) == 0 {
+		if vecs[i] != nil && (!ok || len(l.need) == 0) {
 			which = append(which, i)
 			depth = max(depth, l.depth())
 		}
 	}
 	scan := func() time.Duration {
 		t0 := time.Now()
+		if !ok {
+			for _, i := range which {
+				bufs[i].sem, bufs[i].semErr = r.vec.Search(ctx, vecs[i], sets[i].filter, lists[i].depth())
+				bufs[i].semDone = true
+			}
+			return time.Since(t0)
+		}
 		vs := cs.vecSet(mi.m)
 		if len(which) == 1 {
 			i := which[0]
@@ -809,8 +819,8 @@ func (r *Retriever) startLegs(cs *candSet, lists []textList, vecs [][]float32, b
 		return time.Since(t0)
 	}
 	beside := len(cs.entries) >= BesideMin && runtime.GOMAXPROCS(0) > 1 && (len(which) > 0 || len(lists) > 1)
-	if !beside {
-		if len(which) >= 2 {
+	if !beside && (ok || len(which) == 0) {
+		if ok && len(which) >= 2 {
 			tm.Semantic += scan()
 		}
 		return func() {}

@@ -186,6 +186,7 @@ type fuseBuf struct {
 	// semDone: sem holds the list's semantic leg, scanned with the
 	// request's other lists (Retriever.startLegs).
 	semDone bool
+	semErr  error // the semantic leg's error, when another goroutine searched it
 	// semWait, when set, waits for the scan that fills sem and semDone
 	// on another goroutine; it is safe to call more than once.
 	semWait func()
@@ -203,7 +204,7 @@ func (b *fuseBuf) reset() {
 	clear(b.lex[:cap(b.lex)])
 	b.lex = b.lex[:0]
 	clear(b.sem[:cap(b.sem)])
-	b.sem, b.semDone, b.semWait, b.lexJob = b.sem[:0], false, nil, nil
+	b.sem, b.semDone, b.semErr, b.semWait, b.lexJob = b.sem[:0], false, nil, nil, nil
 }
 
 // joinLegs merges the legs by key (every hit's key set), recording raw
