@@ -100,13 +100,14 @@ func (s *Store) DropVectorIndex(ctx context.Context, model string, dim int) erro
 
 // searchSQL is the filtered nearest-neighbour query. The tenant, status and
 // candidate filters are inside the SQL. Through the HNSW index the
-// transaction sets hnsw.iterative_scan so that the index scan keeps going
-// until K rows pass the filter (or hnsw.max_scan_tuples is reached): a
-// selective filter does not return fewer rows than exist. relaxed_order may
-// return rows slightly out of order, so they are re-sorted outside the
-// materialised CTE. An exact search computes the distance of every row the
-// filter selects inside the materialised CTE (which no index order can
-// reach) and keeps the K nearest outside it.
+// search's settings (searchSettings) turn hnsw.iterative_scan on so that
+// the index scan keeps going until K rows pass the filter (or
+// hnsw.max_scan_tuples is reached): a selective filter does not return
+// fewer rows than exist. relaxed_order may return rows slightly out of
+// order, so they are re-sorted outside the materialised CTE. An exact
+// search computes the distance of every row the filter selects inside the
+// materialised CTE (which no index order can reach) and keeps the K nearest
+// outside it.
 func (s *Store) searchSQL(q VectorQuery) string {
 	dist := fmt.Sprintf("e.embedding::vector(%d) <=> $1::vector(%d)", q.Dim, q.Dim)
 	// card_embeddings carries its card's status and required scopes
@@ -117,6 +118,13 @@ func (s *Store) searchSQL(q VectorQuery) string {
 		// The caller's candidates already.
 		filter = `WHERE e.model = %[2]s AND e.tenant = $2
 		AND (e.server, e.name) IN (SELECT * FROM unnest($3::text[], $4::text[]))`
+	case q.Within != nil && q.Exact:
+		// The tenant's sets of required scopes that Within contains, then
+		// the vectors of those sets through their index (migration 10):
+		// the same rows as required_scopes <@ Within, since each row's
+		// set is its required scopes, without reading the others.
+		filter += ` AND e.scope_set = ANY (ARRAY(SELECT x.id FROM {s}.card_scope_sets x
+			WHERE x.tenant = $2 AND x.scopes <@ $3::text[]))`
 	case q.Within != nil:
 		filter += ` AND e.required_scopes <@ $3::text[]`
 	}
@@ -138,31 +146,45 @@ SELECT server, name, distance FROM r ORDER BY distance, server, name LIMIT %[3]d
 SELECT server, name, distance FROM r ORDER BY distance, server, name`, dist, quoteLiteral(q.Model), q.K))
 }
 
-// setLocal sets the search's planner settings for the transaction only,
-// in one statement (set_config with is_local is SET LOCAL).
-func setLocal(ctx context.Context, tx pgx.Tx, q VectorQuery) error {
+// searchSettings is the statement that sets the search's planner settings
+// for its transaction only (set_config with is_local is SET LOCAL, which
+// matters where connections share a session: PGlite, PgBouncer), with its
+// arguments; "" when the search needs none.
+func searchSettings(q VectorQuery) (string, []any) {
+	if q.Exact {
+		if q.Within == nil {
+			return "", nil
+		}
+		// The scope sets' index, read as a bitmap (the rows in the
+		// table's order), whatever the planner makes of the share of the
+		// tenant they select: it counts every page read as one from disk,
+		// and would scan the whole table for a quarter of its rows. JIT
+		// off: the disabled plans' costs would otherwise compile the query.
+		return `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true),
+			set_config('jit', 'off', true)`, nil
+	}
 	iterative := "relaxed_order"
 	if q.NoIterativeScan {
 		iterative = "off"
 	}
-	// Bitmap scans off: the caller's scopes index (migration 9) must not
-	// replace the HNSW scan the search was planned for (the planner takes
-	// it for a filter it misjudges as selective, and scans thousands of
-	// rows exactly).
+	// Bitmap scans off: an index of the tenant's rows must not replace the
+	// HNSW scan the search was planned for (the planner takes it for a
+	// filter it misjudges as selective, and scans thousands of rows
+	// exactly).
 	set := `SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', $2, true),
-		set_config('enable_bitmapscan', 'off', true)`
+		set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`
 	if q.ForceIndex {
 		set += `, set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true)`
 	}
-	_, err := tx.Exec(ctx, set, iterative, strconv.Itoa(min(max(q.K, 40), MaxEfSearch)))
-	return err
+	return set, []any{iterative, strconv.Itoa(min(max(q.K, 40), MaxEfSearch))}
 }
 
 // SearchVectors returns the K cards most similar to q.Vector (cosine),
 // best first, among q.Keys when given (the caller's candidates, taken as
 // they are), else among the tenant's active cards (those whose required
 // scopes are all in q.Within, when given): through the model's HNSW index
-// with iterative scans, or by an exact scan when q.Exact.
+// with iterative scans, or by an exact scan when q.Exact. The settings and
+// the query go in one batch: one round trip, one implicit transaction.
 func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, error) {
 	if err := checkDim(q.Dim); err != nil {
 		return nil, err
@@ -174,10 +196,21 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 		return nil, nil
 	}
 	var out []VectorHit
-	search := func(db interface {
-		Query(context.Context, string, ...any) (pgx.Rows, error)
-	}) error {
-		rows, err := db.Query(ctx, s.searchSQL(q), q.args()...)
+	err := func() error {
+		b := &pgx.Batch{}
+		set, setArgs := searchSettings(q)
+		if set != "" {
+			b.Queue(set, setArgs...)
+		}
+		b.Queue(s.searchSQL(q), q.args()...)
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if set != "" {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
@@ -191,22 +224,11 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 			h.Similarity = 1 - d
 			out = append(out, h)
 		}
-		return rows.Err()
-	}
-	var err error
-	if q.Exact {
-		// No index, no settings: one statement, one round trip.
-		err = search(s.pool)
-	} else {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			// Settings local to the transaction, which matters where
-			// connections share a session (PGlite, PgBouncer).
-			if err := setLocal(ctx, tx, q); err != nil {
-				return err
-			}
-			return search(tx)
-		})
-	}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
 	if err != nil {
 		return nil, s.wrap(ctx, "vector search", err)
 	}
@@ -236,8 +258,10 @@ func (s *Store) ExplainVectorSearch(ctx context.Context, q VectorQuery) (string,
 	args := q.args()
 	var plan []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := setLocal(ctx, tx, q); err != nil {
-			return err
+		if set, setArgs := searchSettings(q); set != "" {
+			if _, err := tx.Exec(ctx, set, setArgs...); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.Query(ctx, "EXPLAIN "+s.searchSQL(q), args...)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -493,3 +494,189 @@ var bothPlans = []struct {
 	name     string
 	exactMax int
 }{{"exact", pgvec.DefaultExactScanMax}, {"hnsw", -1}}
+
+// TestMigrationNumbersScopeSets: migration 10 gives every card and each of
+// its vectors the number of its tenant's set of required scopes (one per
+// tenant and set: two tenants requiring the same scopes get two), keeps
+// every HNSW index, replaces the scopes' GIN index by the scope sets' one,
+// and moves vectors stored out of line (a 584-dimension vector makes a row
+// over 2 kB) back into their rows, unchanged; a card whose scopes change to
+// a new set gets a new number, and so do its vectors.
+func TestMigrationNumbersScopeSets(t *testing.T) {
+	ctx := context.Background()
+	store := pgtest.Open(t, pgtest.Options{MigrateTo: 9})
+	small, big := embed.NewHashed(embed.DefaultDim), embed.NewHashed(584)
+	if err := store.EnsureVectorIndex(ctx, big.Model(), big.Dim()); err != nil {
+		t.Fatal(err)
+	}
+	sets := [][]string{nil, {"billing:read"}, {"crm:read", "ops"}}
+	var cs []cards.Card
+	for _, tenant := range []string{"acme", "globex"} {
+		for i, c := range catalogue(12, 11, tenant) {
+			c.RequiredScopes = sets[i%3]
+			cs = append(cs, c)
+		}
+	}
+	putAll(t, store, cs)
+	var es []cards.Embedding
+	for _, c := range cs {
+		for _, emb := range []embed.Embedder{small, big} {
+			v, err := emb.Embed(ctx, []string{c.Summary})
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, cards.Embedding{Key: c.Key(), Model: emb.Model(), TextHash: "h", Vector: v[0]})
+		}
+	}
+	if err := store.PutEmbeddings(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	sql := func(q string) string { return strings.ReplaceAll(q, "{s}", fmt.Sprintf("%q", store.Schema())) }
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		if err := store.Pool().QueryRow(ctx, sql(q)).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	// The rows of card_embeddings' TOAST table (live ones).
+	var toast string
+	if err := store.Pool().QueryRow(ctx, sql(`SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{s}.card_embeddings'::regclass`)).Scan(&toast); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM ` + toast); n == 0 {
+		t.Fatalf("before migration 10: no vector stored out of line (%s is empty)", toast)
+	}
+	keys := make([]cards.Key, len(cs))
+	for i, c := range cs {
+		keys[i] = c.Key()
+	}
+	before, err := store.Embeddings(ctx, big.Model(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexes := func() []string {
+		rows, err := store.Pool().Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'card_embeddings' ORDER BY 1`, store.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	hnsw := []string{postgres.VectorIndexName(small.Model(), small.Dim()), postgres.VectorIndexName(big.Model(), big.Dim())}
+
+	if _, err := store.MigrateTo(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Sorted(slices.Values(append(slices.Clone(hnsw), "card_embeddings_pkey", "card_embeddings_scope_set")))
+	if got := indexes(); !slices.Equal(got, want) {
+		t.Errorf("indexes after migration 10: %v, want %v", got, want)
+	}
+	if n := count(`SELECT count(*) FROM ` + toast); n != 0 {
+		t.Errorf("after migration 10: %d chunks of vectors out of line, want none", n)
+	}
+	after, err := store.Embeddings(ctx, big.Model(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(cs) || !maps.EqualFunc(before, after, func(a, b cards.Embedding) bool { return slices.Equal(a.Vector, b.Vector) }) {
+		t.Errorf("the %d-dimension vectors changed in migration 10 (%d before, %d after)", big.Dim(), len(before), len(after))
+	}
+	// Each card and vector has its tenant's set of its scopes; one set per
+	// tenant and scopes.
+	checkSets := func(when string) {
+		t.Helper()
+		if n := count(`SELECT count(*) FROM {s}.cards c LEFT JOIN {s}.card_scope_sets x ON x.id = c.scope_set
+			WHERE x.id IS NULL OR x.tenant <> c.tenant OR x.scopes <> c.required_scopes`); n != 0 {
+			t.Errorf("%s: %d cards without their own scope set", when, n)
+		}
+		if n := count(`SELECT count(*) FROM {s}.card_embeddings e JOIN {s}.cards c USING (tenant, server, name)
+			WHERE e.scope_set IS DISTINCT FROM c.scope_set`); n != 0 {
+			t.Errorf("%s: %d vectors whose scope set is not their card's", when, n)
+		}
+		if n, m := count(`SELECT count(*) FROM {s}.card_scope_sets`), count(`SELECT count(DISTINCT (tenant, required_scopes)) FROM {s}.cards`); n != m {
+			t.Errorf("%s: %d scope sets for %d distinct (tenant, scopes)", when, n, m)
+		}
+	}
+	checkSets("after migration 10")
+	if n := count(`SELECT count(DISTINCT scope_set) FROM {s}.cards WHERE required_scopes = '{billing:read}'`); n != 2 {
+		t.Errorf("the two tenants requiring {billing:read} have %d scope set numbers between them, want 2", n)
+	}
+
+	moved := cs[1]
+	moved.RequiredScopes = []string{"billing:read", "hr:read"}
+	putAll(t, store, []cards.Card{moved})
+	checkSets("after a card moved to a new set")
+	if n := count(`SELECT count(*) FROM {s}.card_scope_sets WHERE scopes = '{billing:read,hr:read}'`); n != 1 {
+		t.Errorf("%d scope sets {billing:read,hr:read}, want 1", n)
+	}
+}
+
+// TestExactScanReadsScopeSets: a restricted caller's exact scan reads its
+// rows through the scope sets' index (migration 10), not the whole tenant,
+// and its settings end with the search: the connection's own are as
+// before, by the simple protocol and the extended one alike.
+func TestExactScanReadsScopeSets(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"simple_protocol", "exec"} {
+		t.Run(mode, func(t *testing.T) {
+			url := pgtest.URL(t)
+			url = regexp.MustCompile(`default_query_exec_mode=[a-z_]+`).ReplaceAllString(url, "default_query_exec_mode="+mode)
+			if !strings.Contains(url, mode) {
+				url += map[bool]string{false: "?", true: "&"}[strings.Contains(url, "?")] + "default_query_exec_mode=" + mode
+			}
+			store := pgtest.Open(t, pgtest.Options{URL: url, MaxConns: 1})
+			emb := embed.NewHashed(embed.DefaultDim)
+			cs := catalogue(200, 12, "acme")
+			for i := range cs {
+				cs[i].RequiredScopes = [][]string{{"billing:read"}, {"crm:read"}, {"ops"}, nil}[i%4]
+			}
+			putAll(t, store, cs)
+			idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
+			ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ret.Close()
+			qv, err := emb.Embed(ctx, []string{"refund an unpaid invoice"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := postgres.VectorQuery{Model: emb.Model(), Dim: emb.Dim(), Tenant: "acme", Vector: qv[0], K: 200,
+				Within: []string{"billing:read"}, Exact: true}
+			plan, err := store.ExplainVectorSearch(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, "card_embeddings_scope_set") || strings.Contains(plan, "Seq Scan on card_embeddings") {
+				t.Errorf("the exact scan does not read the scope sets' index:\n%s", plan)
+			}
+			settings := func() string {
+				var s string
+				if err := store.Pool().QueryRow(ctx, `SELECT concat_ws(' ', current_setting('enable_seqscan'), current_setting('enable_indexscan'),
+					current_setting('enable_bitmapscan'), current_setting('jit'))`).Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			was := settings()
+			for _, exact := range []bool{true, false} {
+				q.Exact = exact
+				hits, err := store.SearchVectors(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(hits) != 100 {
+					t.Errorf("exact %v: %d hits, want the 100 cards requiring billing:read or nothing", exact, len(hits))
+				}
+				if now := settings(); now != was {
+					t.Errorf("exact %v: after the search the connection's settings are %q, were %q", exact, now, was)
+				}
+			}
+		})
+	}
+}

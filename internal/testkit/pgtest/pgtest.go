@@ -72,7 +72,7 @@ func NewSchemaName() string {
 type Options struct {
 	URL        string // default URL(t)
 	Schema     string // default a new schema, dropped at the end of the test
-	MigrateTo  int64  // 0: every migration; 1: every one but those of the card vectors (versions 2 and 9, pgvector), for native PG without it
+	MigrateTo  int64  // 0: every migration; 1: every one but those of the card vectors (versions 2, 9 and 10, pgvector), for native PG without it
 	NoMigrate  bool
 	MaxConns   int32
 	KeepSchema bool // do not drop the schema at cleanup
@@ -120,7 +120,7 @@ func Open(t testing.TB, o Options) *postgres.Store {
 	}
 	migrate := func() ([]int64, error) { return s.MigrateTo(ctx, o.MigrateTo) }
 	if o.MigrateTo == 1 {
-		migrate = func() ([]int64, error) { return s.MigrateExcept(ctx, 2, 9) }
+		migrate = func() ([]int64, error) { return s.MigrateExcept(ctx, 2, 9, 10) }
 	}
 	if _, err := migrate(); err != nil {
 		t.Fatalf("migrate %s: %v", o.Schema, err)
