@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pgvector/pgvector-go"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
 
 	"github.com/seed0cff8200/cardex/cards"
 )
@@ -83,6 +84,14 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
+	}
+	// pgvector's types, where the database has them, so that a query
+	// vector goes in its binary form under the extended protocol rather
+	// than as decimals for the server to parse (where they are missing, or
+	// under the simple protocol, it goes as text).
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_ = pgxvec.RegisterTypes(ctx, c)
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {

@@ -238,7 +238,7 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 // args are the query's parameters: the vector and the tenant, then the
 // keys' servers and names, or the scopes the cards may require.
 func (q *VectorQuery) args() []any {
-	args := []any{pgvector.NewVector(q.Vector).String(), q.Tenant}
+	args := []any{pgvector.NewVector(q.Vector), q.Tenant}
 	switch {
 	case q.Keys != nil:
 		sv, n := make([]string, len(q.Keys)), make([]string, len(q.Keys))
