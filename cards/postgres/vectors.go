@@ -215,14 +215,16 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 			return err
 		}
 		defer rows.Close()
+		// The scan's targets made once (each row's would escape).
+		var server, name string
+		var d float64
+		targets := []any{&server, &name, &d}
+		out = make([]VectorHit, 0, min(q.K, 1024))
 		for rows.Next() {
-			h := VectorHit{Key: cards.Key{Tenant: q.Tenant}}
-			var d float64
-			if err := rows.Scan(&h.Key.Server, &h.Key.Name, &d); err != nil {
+			if err := rows.Scan(targets...); err != nil {
 				return err
 			}
-			h.Similarity = 1 - d
-			out = append(out, h)
+			out = append(out, VectorHit{Key: cards.Key{Tenant: q.Tenant, Server: server, Name: name}, Similarity: 1 - d})
 		}
 		if err := rows.Err(); err != nil {
 			return err
