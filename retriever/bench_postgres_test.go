@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/seed0cff8200/cardex/cards/embedded"
 	"github.com/seed0cff8200/cardex/cards/postgres"
@@ -121,39 +117,13 @@ type pgBenchEnv struct {
 	native bool
 }
 
-// dbCPU is the CPU time of the database server's client backends (user and
-// system, from /proc: a native server on this machine), false when it
-// cannot be read.
+// dbCPU is the CPU time of the database server's client backends
+// (pgtest.BackendCPU), false when it cannot be read (embedded, PGlite).
 func (e *pgBenchEnv) dbCPU(ctx context.Context) (time.Duration, bool) {
 	if !e.native {
 		return 0, false
 	}
-	rows, err := e.st.Pool().Query(ctx, `SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'`)
-	if err != nil {
-		return 0, false
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return 0, false
-	}
-	var ticks int64
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0, false
-		}
-		// The fields after the command's closing parenthesis; utime and
-		// stime are the 14th and 15th of the line, in clock ticks.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		for _, x := range f[11:13] {
-			v, err := strconv.ParseInt(x, 10, 64)
-			if err != nil {
-				return 0, false
-			}
-			ticks += v
-		}
-	}
-	return time.Duration(ticks) * (time.Second / 100), true // USER_HZ is 100 on Linux
+	return pgtest.BackendCPU(ctx, e.st.Pool())
 }
 
 // newPGBenchEnv loads n cards into the store (the PostgreSQL ones without
