@@ -23,19 +23,41 @@ const DefaultTimeout = 2 * time.Second
 // DefaultExactScanMax is the largest tenant (in cards) whose restricted
 // callers are all searched by an exact scan of the rows their scopes select
 // rather than through the HNSW index; in a larger tenant, a caller whose
-// candidates are at most ExactScanShare of its cards is searched exactly
-// too. The exact scan reads every vector row of the tenant and computes the
-// distance of the caller's; the filtered HNSW scan visits about K ÷ (the
-// caller's share) index tuples. Measured on native PostgreSQL 15 with
-// pgvector 0.8.1 (docs/BENCHMARKS.md, "PostgreSQL mode"), the server's CPU
-// per search, exact against HNSW: 10,000 cards, callers holding 27% and
-// 3.4% of them: 10.0 against 10.0 ms and 6.4 against 5.8 ms (and the exact
-// scan answers the K nearest exactly, in one statement); 100,000 cards:
-// 108 against 52 ms at 26%, 80 against 102 ms at 3.4%.
+// candidates are at most ExactScanShare of its cards (LargeExactScanShare
+// past ExactScanShareMax cards) is searched exactly too. The exact scan
+// reads the caller's rows through the index of scope sets (migration 10)
+// and computes each one's distance, so it costs about its candidates; the
+// filtered HNSW scan visits about K ÷ (the caller's share) index tuples.
+// Measured by BenchmarkPlans on native PostgreSQL 15 with pgvector 0.8.1
+// (docs/BENCHMARKS.md, "PostgreSQL mode"), the server's CPU per search
+// (K = 200), exact against HNSW: at 10,000 cards the exact scan is the
+// cheaper at every share measured, 0.4 against 2.8 ms at 3% up to 5.4
+// against 6.4 ms at 85%; at 100,000 cards up to 21% (3.3 against 73 ms at
+// 3%, 29 against 35 ms at 21%), not from 26% on (79 against 28 ms). Past
+// 100,000 cards it was not measured: the share stays the one of the plan
+// before the scope sets' index, 5%.
 const DefaultExactScanMax = 10_000
 
-// ExactScanShare: see DefaultExactScanMax.
-const ExactScanShare = 0.05
+// ExactScanShare, ExactScanShareMax and LargeExactScanShare: see
+// DefaultExactScanMax.
+const (
+	ExactScanShare      = 0.20
+	ExactScanShareMax   = 100_000
+	LargeExactScanShare = 0.05
+)
+
+// exactScan says whether a restricted caller with candidates of a tenant of
+// tenantCards cards is searched by an exact scan.
+func (x *Index) exactScan(candidates, tenantCards int) bool {
+	if x.exactMax < 0 || tenantCards <= 0 {
+		return false
+	}
+	share := ExactScanShare
+	if tenantCards > ExactScanShareMax {
+		share = LargeExactScanShare
+	}
+	return tenantCards <= x.exactMax || float64(candidates) <= share*float64(tenantCards)
+}
 
 // Index is a retriever.VectorIndex over a postgres.Store's card_embeddings.
 type Index struct {
@@ -93,8 +115,7 @@ func (x *Index) Search(ctx context.Context, query []float32, f retriever.Filter,
 				q.Within = append(q.Within, s)
 			}
 		}
-		q.Exact = x.exactMax >= 0 && f.TenantCards > 0 &&
-			(f.TenantCards <= x.exactMax || float64(len(f.IDs)) <= ExactScanShare*float64(f.TenantCards))
+		q.Exact = x.exactScan(len(f.IDs), f.TenantCards)
 	case f.IDs != nil:
 		q.Keys = make([]cards.Key, 0, len(f.IDs))
 		for _, id := range f.IDs {
