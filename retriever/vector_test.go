@@ -408,3 +408,64 @@ func TestSearchSetMulti(t *testing.T) {
 		t.Error("a query of the wrong dimension was searched")
 	}
 }
+
+// TestExactScanSelects holds the exact scan, which selects the k-th best
+// score before ordering the rows that reach it, to the brute force over
+// catalogues with many equal scores (few distinct vectors), restricted and
+// not, at every k around the sizes.
+func TestExactScanSelects(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	const dim = 8
+	for _, distinct := range []int{1, 3, 40, 400} {
+		m := NewMemoryVectors(dim)
+		ref := map[string][]float32{}
+		pool := make([][]float32, distinct)
+		for i := range pool {
+			pool[i] = mvRandUnit(r, dim)
+		}
+		var ids []string
+		for i := range 120 {
+			id := fmt.Sprintf("t/s%d/tool%03d", r.IntN(5), r.IntN(1000)*1000+i)
+			v := pool[r.IntN(distinct)]
+			ref[id] = v
+			mvMustUpsert(t, m, id, "t", v)
+			if i%3 != 0 {
+				ids = append(ids, id)
+			}
+		}
+		for trial := range 20 {
+			q := mvRandUnit(r, dim)
+			if trial%4 == 0 {
+				q = pool[r.IntN(distinct)] // ties at the top
+			}
+			for _, k := range []int{1, 2, 5, 39, 79, 80, 81, 119, 120, 121, 500} {
+				for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: ids}} {
+					got, err := m.SearchExact(q, f, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mvSameHits(t, fmt.Sprintf("distinct %d trial %d k=%d restricted=%v", distinct, trial, k, f.IDs != nil),
+						got, mvBruteForce(ref, q, f.IDs, k))
+				}
+			}
+		}
+	}
+}
+
+// TestKthLargest holds the selection to a sort, duplicates included.
+func TestKthLargest(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for trial := range 2000 {
+		n := 1 + r.IntN(60)
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(r.IntN(1 + trial%20))
+		}
+		sorted := slices.Sorted(slices.Values(xs))
+		slices.Reverse(sorted)
+		k := 1 + r.IntN(n)
+		if got := kthLargest(slices.Clone(xs), k); got != sorted[k-1] {
+			t.Fatalf("kthLargest(%v, %d) = %v, want %v", xs, k, got, sorted[k-1])
+		}
+	}
+}
