@@ -611,8 +611,8 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	}
 
 	// 8. Hydrate: copies, so callers cannot reach into the view.
+	copyCards(res.Tools)
 	for i := range res.Tools {
-		res.Tools[i].Card = res.Tools[i].Card.Clone()
 		res.ShortlistTokens += int64(res.Tools[i].Tokens)
 	}
 	res.Timings.Hydrate = time.Since(t1)

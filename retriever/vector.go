@@ -353,7 +353,8 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 		}
 		return top.hits(dst)
 	}
-	tau := kthLargest(append(sc.sel[:0], scores...), k)
+	sc.sel = append(sc.sel[:0], scores...)
+	tau := kthLargest(sc.sel, k)
 	for p, s := range scores {
 		if s >= tau {
 			top.heap = append(top.heap, scoredRow{s, row(p)})
