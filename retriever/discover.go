@@ -553,6 +553,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	// shown are the entries of res.Tools, position for position.
 	shown := sc.shown[:0]
 	defer func() { clear(shown); sc.shown = shown[:0] }()
+	// The answer's tools: the pins, the tools selected by name and the
+	// merged list, in one allocation unless selections add more.
+	res.Tools = make([]Scored, 0, len(req.AlwaysLoad)+len(req.HotPins)+len(merged))
 	for i, k := range slices.Concat(req.AlwaysLoad, req.HotPins) {
 		k.Tenant = req.Caller.Tenant
 		id := DocID(k)
@@ -610,6 +613,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		res.Tools = append(res.Tools, s)
 	}
 
+	if len(res.Tools) == 0 {
+		res.Tools = nil // as an answer without tools always was
+	}
 	// 8. Hydrate: copies, so callers cannot reach into the view.
 	copyCards(res.Tools)
 	for i := range res.Tools {
