@@ -18,6 +18,9 @@ type candSet struct {
 	servers []string          // the servers of its cards, sorted
 	// member holds the set's entries by number (entry.no), as bits.
 	member []uint64
+	// deprecated says some entry of the set is deprecated: without one,
+	// a ranked list has nothing to demote.
+	deprecated bool
 
 	lexOnce sync.Once
 	lex     *LexSet
@@ -97,6 +100,7 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 	for _, e := range out {
 		cs.tokens += int64(e.tokens)
 		servers[e.card.Server] = true
+		cs.deprecated = cs.deprecated || e.deprecated
 	}
 	for s := range servers {
 		cs.servers = append(cs.servers, s)

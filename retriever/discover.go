@@ -515,7 +515,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		// Confidence is a tool's own evidence, set before the server lift
 		// re-ranks the list (the lift never changes the list's best).
 		t1 := time.Now()
-		fused = demoteDeprecated(r.confident(fused))
+		if fused = r.confident(fused); cs.deprecated {
+			fused = demoteDeprecated(fused)
+		}
 		if !req.Mode.single() {
 			// The list's text, as rankText analysed it (parts[i]).
 			fused = liftServers(fused, r.serverLift(lcs, bufs[i].terms, fused, &sc.sums))

@@ -469,3 +469,24 @@ func TestKthLargest(t *testing.T) {
 		}
 	}
 }
+
+// TestDotF32IsItsDefinition: dotF32 (the kernel where it runs, whole
+// blocks, then the tail) is its definition — element j's product, rounded to
+// float32, added to lane j%32 in increasing j, the lanes summed by sumLanes
+// — to the bit, at every length up to 700 and past it.
+func TestDotF32IsItsDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for dim := 1; dim <= 1100; dim += 1 + dim/100 {
+		a, b := make([]float32, dim), make([]float32, dim)
+		for j := range dim {
+			a[j], b[j] = rng.Float32()*2-1, rng.Float32()*2-1
+		}
+		var lanes [dotLanes]float32
+		for j := range dim {
+			lanes[j%dotLanes] += float32(a[j] * b[j])
+		}
+		if got, want := dotF32(a, b), sumLanes(&lanes); math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("dim %d: dotF32 %v, definition %v (AVX2 %v)", dim, got, want, useAVX2)
+		}
+	}
+}
