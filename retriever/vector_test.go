@@ -470,23 +470,42 @@ func TestKthLargest(t *testing.T) {
 	}
 }
 
-// TestDotF32IsItsDefinition: dotF32 (the kernel where it runs, whole
-// blocks, then the tail) is its definition — element j's product, rounded to
-// float32, added to lane j%32 in increasing j, the lanes summed by sumLanes
-// — to the bit, at every length up to 700 and past it.
+// TestDotF32IsItsDefinition: dotF32 (the kernel where it runs: whole
+// blocks, its tail and the sum of the lanes in registers; the portable
+// code elsewhere and for other lengths) is its definition — element j's
+// product, rounded to float32, added to lane j%32 in increasing j, the lanes
+// summed by sumLanes — to the bit, at every length up to 100, many past it
+// (the built-in embedder's 584 among them), with values of every scale and
+// sign, and zeros.
 func TestDotF32IsItsDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
+	dims := []int{384, 576, 584, 592, 1536, 1544}
 	for dim := 1; dim <= 1100; dim += 1 + dim/100 {
-		a, b := make([]float32, dim), make([]float32, dim)
-		for j := range dim {
-			a[j], b[j] = rng.Float32()*2-1, rng.Float32()*2-1
+		dims = append(dims, dim)
+	}
+	value := func(kind int) float32 {
+		switch kind {
+		case 0:
+			return rng.Float32()*2 - 1
+		case 1: // scales far apart, so that rounding decides
+			return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(40)-20))
+		default: // zeros of both signs among the values
+			return []float32{0, float32(math.Copysign(0, -1)), 1e-30, -3}[rng.IntN(4)]
 		}
-		var lanes [dotLanes]float32
-		for j := range dim {
-			lanes[j%dotLanes] += float32(a[j] * b[j])
-		}
-		if got, want := dotF32(a, b), sumLanes(&lanes); math.Float64bits(got) != math.Float64bits(want) {
-			t.Fatalf("dim %d: dotF32 %v, definition %v (AVX2 %v)", dim, got, want, useAVX2)
+	}
+	for _, dim := range dims {
+		for kind := range 3 {
+			a, b := make([]float32, dim), make([]float32, dim)
+			for j := range dim {
+				a[j], b[j] = value(kind), value(kind)
+			}
+			var lanes [dotLanes]float32
+			for j := range dim {
+				lanes[j%dotLanes] += float32(a[j] * b[j])
+			}
+			if got, want := dotF32(a, b), sumLanes(&lanes); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("dim %d, values %d: dotF32 %v, definition %v (AVX2 %v)", dim, kind, got, want, useAVX2)
+			}
 		}
 	}
 }
