@@ -388,22 +388,12 @@ func sortFused(out []Fused) {
 			sortFusedByScore(out) // a NaN, or too many positions for the keys
 			return
 		}
-		keys = append(keys, descending(s)&^0xffff|uint64(i))
+		keys = append(keys, scoreKey(s, i))
 	}
-	slices.Sort(keys)
-	for i := 0; i < len(keys); {
-		j := i + 1
-		for j < len(keys) && keys[j]>>16 == keys[i]>>16 {
-			j++
-		}
-		if j-i > 1 {
-			slices.SortFunc(keys[i:j], func(a, b uint64) int {
-				x, y := &out[a&0xffff], &out[b&0xffff]
-				return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.ID, y.ID))
-			})
-		}
-		i = j
-	}
+	orderKeys(keys, func(i, j int) int {
+		x, y := &out[i], &out[j]
+		return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.ID, y.ID))
+	})
 	var buf [2 * LegDepth]int32
 	idx := buf[:0]
 	if len(out) > len(buf) {
@@ -413,6 +403,28 @@ func sortFused(out []Fused) {
 		idx = append(idx, int32(k&0xffff))
 	}
 	permute(out, idx)
+}
+
+// scoreKey is the sort key of the score s (not NaN) of element i (under
+// 1<<16) of a list: its order as descending gives it in the first 48 bits,
+// i in the last 16.
+func scoreKey(s float64, i int) uint64 { return descending(s)&^0xffff | uint64(i) }
+
+// orderKeys sorts scoreKey keys, the best score first, and puts each run of
+// keys equal in their first 48 bits (scores equal, or nearly) in the order
+// of cmpAt of their elements' positions (the full score, then the ID).
+func orderKeys(keys []uint64, cmpAt func(i, j int) int) {
+	slices.Sort(keys)
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j]>>16 == keys[i]>>16 {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(keys[i:j], func(a, b uint64) int { return cmpAt(int(a&0xffff), int(b&0xffff)) })
+		}
+		i = j
+	}
 }
 
 // descending maps a score (not NaN) to a uint64 that orders the scores

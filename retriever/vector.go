@@ -343,8 +343,8 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 		}
 		return set.rows[p]
 	}
-	top := rowTop{k: k, ids: t.ids, keys: t.keys, heap: sc.top[:0]}
-	defer func() { sc.top = top.heap[:0] }()
+	top := sc.rowTop(t, k)
+	defer sc.keepTop(&top)
 	if k >= n || slices.ContainsFunc(scores, math.IsNaN) {
 		// Every row, or scores that do not order (a NaN, from vectors
 		// whose products overflow): rowTop's own order decides.
@@ -416,10 +416,25 @@ type quantScratch struct {
 	qq   queryQuant
 	lows lowTop
 	keep []keptRow
-	top  []scoredRow
+	// top, topKeys and topSorted are a rowTop's memory (its heap and its
+	// sort's).
+	top       []scoredRow
+	topKeys   []uint64
+	topSorted []scoredRow
 	// scores are an exact scan's, by position in its set; sel is their
 	// copy that the selection reorders.
 	scores, sel []float64
+}
+
+// rowTop is a top k of t's rows in the scratch's memory (keepTop gives
+// it back).
+func (sc *quantScratch) rowTop(t *tenantVectors, k int) rowTop {
+	return rowTop{k: k, ids: t.ids, keys: t.keys, heap: sc.top[:0], keyBuf: sc.topKeys, sorted: sc.topSorted}
+}
+
+// keepTop keeps top's memory for the scratch's next use.
+func (sc *quantScratch) keepTop(top *rowTop) {
+	sc.top, sc.topKeys, sc.topSorted = top.heap[:0], top.keyBuf[:0], top.sorted[:0]
 }
 
 // getScratch lends a scan's scratch (back to m.scratch when done).
@@ -515,7 +530,7 @@ func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *
 		siftKept(keep, i)
 	}
 	nz := sparseDims(query)
-	top := rowTop{k: k, ids: t.ids, keys: t.keys, heap: sc.top[:0]}
+	top := sc.rowTop(t, k)
 	scored := 0
 	for n := len(keep); n > 0; n-- {
 		kr := keep[0]
@@ -528,7 +543,8 @@ func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *
 		siftKept(keep[:n-1], 0)
 	}
 	m.kept.Add(uint64(scored))
-	sc.keep, sc.top = keep, top.heap
+	sc.keep = keep
+	sc.keepTop(&top)
 	return top.hits(dst)
 }
 
@@ -596,6 +612,9 @@ type rowTop struct {
 	ids  []string // row → ID
 	keys []uint32 // row → key
 	heap []scoredRow
+	// keyBuf and sorted are sort's scratch.
+	keyBuf []uint64
+	sorted []scoredRow
 }
 
 type scoredRow struct {
@@ -650,21 +669,30 @@ func (t *rowTop) hits(dst []Hit) []Hit {
 	return t.emit(dst)
 }
 
-// sort puts the rows held in order, best first: by score (a NaN last),
-// then the runs of equal scores by ID.
+// sort puts the rows held in order, best first: by score, then ID (as
+// sortFused orders a fused list: integer keys, runs of near-equal scores by
+// comparison), or, with a NaN among them, by comparisons (a NaN last).
 func (t *rowTop) sort() {
 	h := t.heap
-	slices.SortFunc(h, func(a, b scoredRow) int { return cmp.Compare(b.score, a.score) })
-	for i := 0; i < len(h); {
-		j := i + 1
-		for j < len(h) && h[j].score == h[i].score {
-			j++
-		}
-		if j-i > 1 {
-			slices.SortFunc(h[i:j], func(a, b scoredRow) int { return strings.Compare(t.ids[a.row], t.ids[b.row]) })
-		}
-		i = j
+	if len(h) > 1<<16 || slices.ContainsFunc(h, func(s scoredRow) bool { return s.score != s.score }) {
+		slices.SortFunc(h, func(a, b scoredRow) int {
+			return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(t.ids[a.row], t.ids[b.row]))
+		})
+		return
 	}
+	keys := slices.Grow(t.keyBuf[:0], len(h))
+	for i, s := range h {
+		keys = append(keys, scoreKey(s.score, i))
+	}
+	orderKeys(keys, func(i, j int) int {
+		return cmp.Or(cmp.Compare(h[j].score, h[i].score), strings.Compare(t.ids[h[i].row], t.ids[h[j].row]))
+	})
+	sorted := slices.Grow(t.sorted[:0], len(h))
+	for _, k := range keys {
+		sorted = append(sorted, h[k&0xffff])
+	}
+	copy(h, sorted)
+	t.keyBuf, t.sorted = keys, sorted
 }
 
 // emit appends the rows held, in their order, as hits to dst[:0].
