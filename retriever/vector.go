@@ -316,10 +316,10 @@ func sparseDims(query []float32) []int32 {
 }
 
 // scanExact scores every row of the set with the exact score. The scores
-// go to scratch in row order (the floats read front to back), the k-th
-// largest is found by selection, and only the rows scoring at least it are
-// put in order: the answer is rowTop's (the best k by score, then ID), without
-// a heap offer per row.
+// go to scratch in row order (the floats read front to back), a count by
+// score bucket finds the buckets that hold the best k, and only their rows
+// are put in order: the answer is rowTop's (the best k by score, then ID),
+// without a heap offer per row.
 func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int) []Hit {
 	t := set.tenant
 	nz := sparseDims(query)
@@ -353,18 +353,45 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 		}
 		return top.hits(dst)
 	}
-	sc.sel = append(sc.sel[:0], scores...)
-	tau := kthLargest(sc.sel, k)
+	// The rows by score bucket: the best buckets that hold k rows between
+	// them hold the k best rows, and a few more, which the sort puts past
+	// the k-th.
+	count := sc.buckets[:]
+	clear(count)
+	for _, s := range scores {
+		count[scoreBucket(s)]++
+	}
+	b, above := scoreBuckets-1, int32(0)
+	for above+count[b] < int32(k) {
+		above += count[b]
+		b--
+	}
 	for p, s := range scores {
-		if s >= tau {
+		if scoreBucket(s) >= b {
 			top.heap = append(top.heap, scoredRow{s, row(p)})
 		}
 	}
-	// At least k rows score τ or more; those past the k best (equal to τ,
-	// later by ID) are cut after the sort.
 	top.sort()
 	top.heap = top.heap[:k]
 	return top.emit(dst)
+}
+
+// scoreBuckets is how many buckets scoreBucket maps scores to.
+const scoreBuckets = 2048
+
+// scoreBucket is the bucket of a score (not NaN): [-1, 1] cut into
+// scoreBuckets equal parts, the scores past either end in the end buckets.
+// A higher score is never in a lower bucket: adding 1 and scaling by a
+// power of two keep the order, and so does taking the whole part.
+func scoreBucket(s float64) int {
+	x := (s + 1) * (scoreBuckets / 2)
+	switch {
+	case !(x > 0):
+		return 0
+	case x >= scoreBuckets-1:
+		return scoreBuckets - 1
+	}
+	return int(x)
 }
 
 // kthLargest is the k-th largest of xs (1 ≤ k ≤ len(xs), no NaN), which
@@ -421,9 +448,10 @@ type quantScratch struct {
 	top       []scoredRow
 	topKeys   []uint64
 	topSorted []scoredRow
-	// scores are an exact scan's, by position in its set; sel is their
-	// copy that the selection reorders.
-	scores, sel []float64
+	// scores are an exact scan's, by position in its set; buckets count
+	// them by scoreBucket.
+	scores  []float64
+	buckets [scoreBuckets]int32
 }
 
 // rowTop is a top k of t's rows in the scratch's memory (keepTop gives

@@ -409,19 +409,24 @@ func TestSearchSetMulti(t *testing.T) {
 	}
 }
 
-// TestExactScanSelects holds the exact scan, which selects the k-th best
-// score before ordering the rows that reach it, to the brute force over
-// catalogues with many equal scores (few distinct vectors), restricted and
-// not, at every k around the sizes.
+// TestExactScanSelects holds the exact scan, which orders only the rows of
+// the best score buckets, to the brute force over catalogues with many
+// equal scores (few distinct vectors), scores crowded in one bucket (short
+// vectors) and past the buckets' ends (long ones), restricted and not, at
+// every k around the sizes.
 func TestExactScanSelects(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
 	const dim = 8
-	for _, distinct := range []int{1, 3, 40, 400} {
+	for _, c := range []struct {
+		distinct int
+		scale    float32
+	}{{1, 1}, {3, 1}, {40, 1}, {400, 1}, {400, 1e-4}, {400, 30}} {
+		distinct := c.distinct
 		m := NewMemoryVectors(dim)
 		ref := map[string][]float32{}
 		pool := make([][]float32, distinct)
 		for i := range pool {
-			pool[i] = mvRandUnit(r, dim)
+			pool[i] = mvScaled(mvRandUnit(r, dim), c.scale)
 		}
 		var ids []string
 		for i := range 120 {
@@ -444,7 +449,7 @@ func TestExactScanSelects(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					mvSameHits(t, fmt.Sprintf("distinct %d trial %d k=%d restricted=%v", distinct, trial, k, f.IDs != nil),
+					mvSameHits(t, fmt.Sprintf("distinct %d scale %g trial %d k=%d restricted=%v", distinct, c.scale, trial, k, f.IDs != nil),
 						got, mvBruteForce(ref, q, f.IDs, k))
 				}
 			}
