@@ -47,6 +47,17 @@ type Blend struct {
 	wv     *WordVectors
 	wh, ws float64
 	model  string
+	// scratch is the working memory of finished Embed calls
+	// (*blendScratch), reused by the next ones: a query's embedding is on
+	// every discovery's path.
+	scratch sync.Pool
+}
+
+// blendScratch is one Embed call's working memory: a text's words, its
+// hashed features and the two parts' sums.
+type blendScratch struct {
+	fx         featurizer
+	hAcc, wAcc []float64
 }
 
 // NewBlend blends a hashed embedder of hashedDim with word vectors.
@@ -71,32 +82,47 @@ func (b *Blend) Model() string { return b.model }
 // Dim implements Embedder.
 func (b *Blend) Dim() int { return b.h.Dim() + b.wv.Dim() }
 
-// Embed implements Embedder.
+// Embed implements Embedder. Each text is split into words once, for both
+// parts; the vectors share one allocation.
 func (b *Blend) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	hv, err := b.h.Embed(ctx, texts)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	hd, dim := b.h.Dim(), b.Dim()
 	out := make([][]float32, len(texts))
-	acc := make([]float64, b.wv.Dim())
-	var words []string
-	hd := b.h.Dim()
+	flat := make([]float32, len(texts)*dim)
+	sc, _ := b.scratch.Get().(*blendScratch)
+	if sc == nil {
+		sc = &blendScratch{hAcc: make([]float64, hd), wAcc: make([]float64, b.wv.Dim())}
+	}
+	defer func() {
+		clear(sc.fx.words) // the texts' words
+		b.scratch.Put(sc)
+	}()
 	for i, t := range texts {
-		v := make([]float32, b.Dim())
-		for k, x := range hv[i] {
+		if i > 0 && i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		v := flat[i*dim : (i+1)*dim : (i+1)*dim]
+		sc.fx.words = splitWords(t, sc.fx.words[:0])
+		// The hashed part, as Hashed.Embed makes it, weighted.
+		clear(sc.hAcc)
+		sc.fx.accumulateWords(sc.hAcc)
+		normalizeInto(v[:hd], sc.hAcc)
+		for k, x := range v[:hd] {
 			v[k] = float32(b.wh) * x
 		}
-		clear(acc)
-		var known bool
-		words, known = b.wv.compose(t, acc, words)
-		if known {
+		clear(sc.wAcc)
+		if b.wv.composeWords(sc.fx.words, sc.wAcc) {
 			n := 0.0
-			for _, x := range acc {
+			for _, x := range sc.wAcc {
 				n += x * x
 			}
 			if n > 0 {
 				f := b.ws / math.Sqrt(n)
-				for k, x := range acc {
+				for k, x := range sc.wAcc {
 					v[hd+k] = float32(f * x)
 				}
 			}

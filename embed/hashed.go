@@ -154,10 +154,15 @@ func normalizeInto(v []float32, acc []float64) {
 // featurizer holds scratch space reused across the texts of an Embed call
 // and across calls (Hashed.scratch).
 type featurizer struct {
-	words  []string // lower-cased words in text order
-	keep   []bool   // keep[i]: words[i] is used (not a dropped stop word)
-	counts map[uint64]featureCount
-	order  []uint64 // feature hashes in first-seen order (determinism)
+	words []string // lower-cased words in text order
+	keep  []bool   // keep[i]: words[i] is used (not a dropped stop word)
+	// order holds the text's feature hashes in first-seen order
+	// (determinism), counts their weights and counts, index for index;
+	// slots finds a hash's index by open addressing (1 + the index, 0:
+	// free), its length a power of two at least twice the features.
+	order  []uint64
+	counts []featureCount
+	slots  []int32
 	marked []byte
 }
 
@@ -169,14 +174,17 @@ type featureCount struct {
 // accumulate adds the weighted features of text to acc.
 func (f *featurizer) accumulate(text string, acc []float64) {
 	f.words = splitWords(text, f.words[:0])
+	f.accumulateWords(acc)
+}
+
+// accumulateWords adds the weighted features of the words in f.words (a
+// text's, splitWords) to acc.
+func (f *featurizer) accumulateWords(acc []float64) {
 	if len(f.words) == 0 {
 		return
 	}
-	if f.counts == nil {
-		f.counts = make(map[uint64]featureCount)
-	}
-	clear(f.counts)
-	f.order = f.order[:0]
+	f.order, f.counts = f.order[:0], f.counts[:0]
+	clear(f.slots)
 
 	f.keep = f.keep[:0]
 	anyContent := false
@@ -201,9 +209,12 @@ func (f *featurizer) accumulate(text string, acc []float64) {
 	}
 
 	dim := uint64(len(acc))
-	for _, hv := range f.order {
-		fc := f.counts[hv]
-		val := fc.weight * (1 + math.Log(float64(fc.tf)))
+	for j, hv := range f.order {
+		fc := f.counts[j]
+		val := fc.weight // 1 + ln(1) is 1
+		if fc.tf > 1 {
+			val = fc.weight * (1 + math.Log(float64(fc.tf)))
+		}
 		if hv>>63 == 1 {
 			val = -val
 		}
@@ -212,13 +223,35 @@ func (f *featurizer) accumulate(text string, acc []float64) {
 }
 
 func (f *featurizer) add(hv uint64, weight float64) {
-	fc, ok := f.counts[hv]
-	if !ok {
-		f.order = append(f.order, hv)
-		fc.weight = weight
+	if 2*(len(f.order)+1) > len(f.slots) {
+		f.grow()
 	}
-	fc.tf++
-	f.counts[hv] = fc
+	mask := uint64(len(f.slots) - 1)
+	for i := (hv ^ hv>>32) & mask; ; i = (i + 1) & mask {
+		switch at := f.slots[i]; {
+		case at == 0:
+			f.order = append(f.order, hv)
+			f.counts = append(f.counts, featureCount{weight: weight, tf: 1})
+			f.slots[i] = int32(len(f.order))
+			return
+		case f.order[at-1] == hv:
+			f.counts[at-1].tf++
+			return
+		}
+	}
+}
+
+// grow doubles the slots (at least 256) and places the hashes held again.
+func (f *featurizer) grow() {
+	f.slots = make([]int32, max(256, 2*len(f.slots)))
+	mask := uint64(len(f.slots) - 1)
+	for x, hv := range f.order {
+		i := (hv ^ hv>>32) & mask
+		for f.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		f.slots[i] = int32(x + 1)
+	}
 }
 
 // addCharNGrams adds the character n-grams (by rune) of "<w>".

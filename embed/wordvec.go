@@ -274,9 +274,10 @@ func (wv *WordVectors) TextVector(text string) []float64 {
 	return acc
 }
 
-// compose is TextVector into acc with the common component removed.
-func (wv *WordVectors) compose(text string, acc []float64, words []string) ([]string, bool) {
-	words, known := wv.accumulate(text, acc, words)
+// composeWords is TextVector of a text's words (splitWords) into acc, with
+// the common component removed.
+func (wv *WordVectors) composeWords(words []string, acc []float64) bool {
+	known := wv.accumulateWords(words, acc)
 	if known && wv.common != nil {
 		d := 0.0
 		for k, x := range acc {
@@ -286,7 +287,7 @@ func (wv *WordVectors) compose(text string, acc []float64, words []string) ([]st
 			acc[k] -= d * wv.common[k]
 		}
 	}
-	return words, known
+	return known
 }
 
 // Similar returns the n vocabulary words closest to word (for inspection).
@@ -326,6 +327,11 @@ func (wv *WordVectors) cos(i, j int32) float32 {
 // acc and reports whether any word was known.
 func (wv *WordVectors) accumulate(text string, acc []float64, words []string) ([]string, bool) {
 	words = splitWords(text, words[:0])
+	return words, wv.accumulateWords(words, acc)
+}
+
+// accumulateWords is accumulate of a text's words (splitWords).
+func (wv *WordVectors) accumulateWords(words []string, acc []float64) bool {
 	known := false
 	for _, w := range words {
 		if stopWords[w] {
@@ -341,7 +347,7 @@ func (wv *WordVectors) accumulate(text string, acc []float64, words []string) ([
 			acc[k] += f * float64(q)
 		}
 	}
-	return words, known
+	return known
 }
 
 var zeroTime time.Time

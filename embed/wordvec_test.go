@@ -143,8 +143,8 @@ func TestCommonComponentRoundTrip(t *testing.T) {
 	}
 	// "aa" lies on the common direction: nothing of it is left.
 	acc := make([]float64, 2)
-	if _, known := back.compose("aa", acc, nil); !known || math.Abs(acc[0]) > 1e-9 {
-		t.Errorf("compose(aa) = %v; the common direction was not removed", acc)
+	if known := back.composeWords(splitWords("aa", nil), acc); !known || math.Abs(acc[0]) > 1e-9 {
+		t.Errorf("composeWords(aa) = %v; the common direction was not removed", acc)
 	}
 }
 

@@ -18,6 +18,9 @@ type candSet struct {
 	servers []string          // the servers of its cards, sorted
 	// member holds the set's entries by number (entry.no), as bits.
 	member []uint64
+	// deprecated says some entry of the set is deprecated: without one,
+	// a ranked list has nothing to demote.
+	deprecated bool
 
 	lexOnce sync.Once
 	lex     *LexSet
@@ -33,9 +36,10 @@ const maxCandSets = 4096
 // candidates is the authorization gate: the candidate set of a caller,
 // from the cache or computed. Call with r.mu held (for reading is enough).
 func (r *Retriever) candidates(c Caller) *candSet {
-	key := candKey(c)
+	var buf [256]byte
+	key := appendCandKey(buf[:0], c)
 	r.candMu.Lock()
-	cs := r.cands[key]
+	cs := r.cands[string(key)] // no string is made for the lookup
 	r.candMu.Unlock()
 	if cs != nil {
 		return cs
@@ -45,18 +49,34 @@ func (r *Retriever) candidates(c Caller) *candSet {
 	if len(r.cands) >= maxCandSets {
 		r.cands = map[string]*candSet{}
 	}
-	r.cands[key] = cs
+	r.cands[string(key)] = cs
 	r.candMu.Unlock()
 	return cs
 }
 
-// candKey identifies a caller's candidate set: the tenant and the scope set
-// (sorted, without duplicates).
-func candKey(c Caller) string {
-	scopes := slices.Clone(c.Scopes)
-	slices.Sort(scopes)
-	scopes = slices.Compact(scopes)
-	return c.Tenant + idSep + strings.Join(scopes, idSep)
+// appendCandKey appends what identifies a caller's candidate set to dst:
+// the tenant and the scope set (sorted, without duplicates), separated by
+// idSep (which no tenant or scope holds: validateCaller refuses control
+// characters). Scopes already in order (one scope, "*", most callers) are not
+// copied to be sorted.
+func appendCandKey(dst []byte, c Caller) []byte {
+	scopes := c.Scopes
+	if !slices.IsSortedFunc(scopes, func(a, b string) int {
+		if a == b {
+			return -1 // a duplicate: not in order, compacted below
+		}
+		return strings.Compare(a, b)
+	}) {
+		scopes = slices.Compact(slices.Sorted(slices.Values(scopes)))
+	}
+	dst = append(append(dst, c.Tenant...), idSep...)
+	for i, s := range scopes {
+		if i > 0 {
+			dst = append(dst, idSep...)
+		}
+		dst = append(dst, s...)
+	}
+	return dst
 }
 
 func (r *Retriever) computeCandidates(c Caller) *candSet {
@@ -80,6 +100,7 @@ func (r *Retriever) computeCandidates(c Caller) *candSet {
 	for _, e := range out {
 		cs.tokens += int64(e.tokens)
 		servers[e.card.Server] = true
+		cs.deprecated = cs.deprecated || e.deprecated
 	}
 	for s := range servers {
 		cs.servers = append(cs.servers, s)

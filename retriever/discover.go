@@ -515,7 +515,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		// Confidence is a tool's own evidence, set before the server lift
 		// re-ranks the list (the lift never changes the list's best).
 		t1 := time.Now()
-		fused = demoteDeprecated(r.confident(fused))
+		if fused = r.confident(fused); cs.deprecated {
+			fused = demoteDeprecated(fused)
+		}
 		if !req.Mode.single() {
 			// The list's text, as rankText analysed it (parts[i]).
 			fused = liftServers(fused, r.serverLift(lcs, bufs[i].terms, fused, &sc.sums))
@@ -553,6 +555,9 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 	// shown are the entries of res.Tools, position for position.
 	shown := sc.shown[:0]
 	defer func() { clear(shown); sc.shown = shown[:0] }()
+	// The answer's tools: the pins, the tools selected by name and the
+	// merged list, in one allocation unless selections add more.
+	res.Tools = make([]Scored, 0, len(req.AlwaysLoad)+len(req.HotPins)+len(merged))
 	for i, k := range slices.Concat(req.AlwaysLoad, req.HotPins) {
 		k.Tenant = req.Caller.Tenant
 		id := DocID(k)
@@ -610,9 +615,12 @@ func (r *Retriever) answer(ctx context.Context, req Request, lists []textList, q
 		res.Tools = append(res.Tools, s)
 	}
 
+	if len(res.Tools) == 0 {
+		res.Tools = nil // as an answer without tools always was
+	}
 	// 8. Hydrate: copies, so callers cannot reach into the view.
+	copyCards(res.Tools)
 	for i := range res.Tools {
-		res.Tools[i].Card = res.Tools[i].Card.Clone()
 		res.ShortlistTokens += int64(res.Tools[i].Tokens)
 	}
 	res.Timings.Hydrate = time.Since(t1)

@@ -13,6 +13,9 @@ const dotLanes = 32
 
 // dotF32 is the dot product of two equally long vectors.
 func dotF32(a, b []float32) float64 {
+	if s, ok := dotWhole(a, b); ok {
+		return s // the kernel, lanes and their sum in registers
+	}
 	b = b[:len(a)]
 	var lanes [dotLanes]float32
 	n := len(a) &^ (dotLanes - 1)

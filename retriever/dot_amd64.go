@@ -35,3 +35,19 @@ func dotCodes(q []int16, c []int8) int32 {
 	}
 	return dotCodesGeneric(q, c)
 }
+
+// dotAVX2 is dotF32 of n elements, a positive multiple of 8, in one call
+// (dot_amd64.s).
+//
+//go:noescape
+func dotAVX2(a, b *float32, n int) float64
+
+// dotWhole is dotF32 of vectors whose length is a positive multiple of 8,
+// where the AVX2 kernel runs; ok is false elsewhere.
+func dotWhole(a, b []float32) (s float64, ok bool) {
+	if !useAVX2 || len(a) == 0 || len(a)%8 != 0 {
+		return 0, false
+	}
+	b = b[:len(a)]
+	return dotAVX2(&a[0], &b[0], len(a)), true
+}

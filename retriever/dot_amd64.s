@@ -78,3 +78,97 @@ cdone:
 	MOVL         X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func dotAVX2(a, b *float32, n int) float64
+//
+// dotF32 of n elements (a positive multiple of 8) in one call, lanes kept in
+// registers: element j's product added to lane j%32 as dotBlocksAVX2 does
+// (past the last whole 32 elements, each 8 more go to lanes 0–7, 8–15,
+// 16–23), then the lanes summed as sumLanes does — in float64, t_i =
+// (l_i + l_{i+8}) + (l_{i+16} + l_{i+24}) for i = 0..7, added to 0 one
+// after the other. Every step rounds as the Go code's; no fused
+// multiply-add.
+TEXT ·dotAVX2(SB), NOSPLIT, $0-32
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+dloop:
+	CMPQ    CX, $32
+	JL      dtail
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMULPS  0(DI), Y4, Y4
+	VMULPS  32(DI), Y5, Y5
+	VMULPS  64(DI), Y6, Y6
+	VMULPS  96(DI), Y7, Y7
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     dloop
+dtail:
+	CMPQ    CX, $8
+	JL      dsum
+	VMOVUPS 0(SI), Y4
+	VMULPS  0(DI), Y4, Y4
+	VADDPS  Y4, Y0, Y0
+	CMPQ    CX, $16
+	JL      dsum
+	VMOVUPS 32(SI), Y5
+	VMULPS  32(DI), Y5, Y5
+	VADDPS  Y5, Y1, Y1
+	CMPQ    CX, $24
+	JL      dsum
+	VMOVUPS 64(SI), Y6
+	VMULPS  64(DI), Y6, Y6
+	VADDPS  Y6, Y2, Y2
+dsum:
+	// l_i + l_{i+8}, i = 0..3 in Y4, 4..7 in Y5
+	VCVTPS2PD    X0, Y4
+	VEXTRACTF128 $1, Y0, X5
+	VCVTPS2PD    X5, Y5
+	VCVTPS2PD    X1, Y6
+	VEXTRACTF128 $1, Y1, X7
+	VCVTPS2PD    X7, Y7
+	VADDPD       Y6, Y4, Y4
+	VADDPD       Y7, Y5, Y5
+	// l_{i+16} + l_{i+24}, i = 0..3 in Y6, 4..7 in Y7
+	VCVTPS2PD    X2, Y6
+	VEXTRACTF128 $1, Y2, X7
+	VCVTPS2PD    X7, Y7
+	VCVTPS2PD    X3, Y8
+	VEXTRACTF128 $1, Y3, X9
+	VCVTPS2PD    X9, Y9
+	VADDPD       Y8, Y6, Y6
+	VADDPD       Y9, Y7, Y7
+	// t_i
+	VADDPD       Y6, Y4, Y4
+	VADDPD       Y7, Y5, Y5
+	// s = 0 + t_0 + t_1 + … + t_7, in order
+	VXORPD       X0, X0, X0
+	VADDSD       X4, X0, X0
+	VPERMILPD    $1, X4, X10
+	VADDSD       X10, X0, X0
+	VEXTRACTF128 $1, Y4, X11
+	VADDSD       X11, X0, X0
+	VPERMILPD    $1, X11, X12
+	VADDSD       X12, X0, X0
+	VADDSD       X5, X0, X0
+	VPERMILPD    $1, X5, X10
+	VADDSD       X10, X0, X0
+	VEXTRACTF128 $1, Y5, X11
+	VADDSD       X11, X0, X0
+	VPERMILPD    $1, X11, X12
+	VADDSD       X12, X0, X0
+	VMOVSD       X0, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -10,3 +10,6 @@ func dotBlocks(a, b []float32, lanes *[dotLanes]float32) { dotBlocksGeneric(a, b
 
 // dotCodes is Σ q[j]·c[j] over code rows of equal length.
 func dotCodes(q []int16, c []int8) int32 { return dotCodesGeneric(q, c) }
+
+// dotWhole has no kernel here: ok is false.
+func dotWhole(a, b []float32) (float64, bool) { return 0, false }

@@ -366,38 +366,33 @@ func (m minMaxMap) of(s float64) float64 {
 	return (s - m.lo) / m.span
 }
 
-// sortFused orders by Score descending, then ID ascending. It sorts an index
-// permutation and then moves each element once, in place: a Fused is large,
-// and a sort that swaps elements moves each many times.
+// sortFused orders by Score descending, then ID ascending. It sorts keys
+// and then moves each element once, in place: a Fused is large, and a sort
+// that swaps elements moves each many times. A key is a uint64 that orders
+// as the score does, down to its last 16 bits, which hold the element's
+// position: a sort of plain integers, with no comparison function and no
+// ID read but for the rare runs of scores equal in their first 48 bits,
+// which are then put in order by score and ID.
 func sortFused(out []Fused) {
 	if len(out) < 2 {
 		return
 	}
-	// Sort (score, position) pairs, which sit together in memory, rather
-	// than positions whose comparisons reach into the large elements; the
-	// ID breaks ties.
-	type key struct {
-		score float64
-		i     int32
-	}
-	var kbuf [2 * LegDepth]key
+	var kbuf [2 * LegDepth]uint64
 	keys := kbuf[:0]
 	if len(out) > len(kbuf) {
-		keys = make([]key, 0, len(out))
+		keys = make([]uint64, 0, len(out))
 	}
 	for i := range out {
-		keys = append(keys, key{out[i].Score, int32(i)})
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		case a.score == b.score:
-			return strings.Compare(out[a.i].ID, out[b.i].ID)
+		s := out[i].Score
+		if s != s || len(out) > 1<<16 {
+			sortFusedByScore(out) // a NaN, or too many positions for the keys
+			return
 		}
-		return cmp.Compare(b.score, a.score) // a NaN: last, as cmp orders it
+		keys = append(keys, scoreKey(s, i))
+	}
+	orderKeys(keys, func(i, j int) int {
+		x, y := &out[i], &out[j]
+		return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.ID, y.ID))
 	})
 	var buf [2 * LegDepth]int32
 	idx := buf[:0]
@@ -405,10 +400,74 @@ func sortFused(out []Fused) {
 		idx = make([]int32, 0, len(out))
 	}
 	for _, k := range keys {
-		idx = append(idx, k.i)
+		idx = append(idx, int32(k&0xffff))
 	}
-	// Apply the permutation (position k takes element idx[k]) cycle by
-	// cycle; a done position is marked by a negative index.
+	permute(out, idx)
+}
+
+// scoreKey is the sort key of the score s (not NaN) of element i (under
+// 1<<16) of a list: its order as descending gives it in the first 48 bits,
+// i in the last 16.
+func scoreKey(s float64, i int) uint64 { return descending(s)&^0xffff | uint64(i) }
+
+// orderKeys sorts scoreKey keys, the best score first, and puts each run of
+// keys equal in their first 48 bits (scores equal, or nearly) in the order
+// of cmpAt of their elements' positions (the full score, then the ID).
+func orderKeys(keys []uint64, cmpAt func(i, j int) int) {
+	slices.Sort(keys)
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j]>>16 == keys[i]>>16 {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(keys[i:j], func(a, b uint64) int { return cmpAt(int(a&0xffff), int(b&0xffff)) })
+		}
+		i = j
+	}
+}
+
+// descending maps a score (not NaN) to a uint64 that orders the scores
+// from the largest down: -0 as 0, a sign-and-magnitude float turned into
+// an unsigned order, reversed.
+func descending(s float64) uint64 {
+	if s == 0 {
+		s = 0 // -0 is 0
+	}
+	b := math.Float64bits(s)
+	if b>>63 == 0 {
+		b |= 1 << 63
+	} else {
+		b = ^b
+	}
+	return ^b
+}
+
+// sortFusedByScore is sortFused by comparisons of the scores (a NaN last),
+// for the lists whose keys would not order them.
+func sortFusedByScore(out []Fused) {
+	idx := make([]int32, len(out))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		x, y := &out[a], &out[b]
+		switch {
+		case x.Score > y.Score:
+			return -1
+		case x.Score < y.Score:
+			return 1
+		case x.Score == y.Score:
+			return strings.Compare(x.ID, y.ID)
+		}
+		return cmp.Compare(y.Score, x.Score) // a NaN: last, as cmp orders it
+	})
+	permute(out, idx)
+}
+
+// permute applies a permutation in place: position k takes element idx[k],
+// cycle by cycle (a done position is marked by a negative index).
+func permute(out []Fused, idx []int32) {
 	for start := range idx {
 		if idx[start] < 0 || int(idx[start]) == start {
 			continue

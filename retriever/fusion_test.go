@@ -1,11 +1,13 @@
 package retriever
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -372,5 +374,78 @@ func TestKeyTable(t *testing.T) {
 	kt.reset(0)
 	if kt.n != 0 || kt.get(1) != 0 {
 		t.Fatal("a reset table holds keys")
+	}
+}
+
+// sortFusedReference is sortFused as it was before its integer keys: a
+// sort by comparisons of score (a NaN last) and ID, of (score, position)
+// pairs.
+func sortFusedReference(out []Fused) {
+	type key struct {
+		score float64
+		i     int32
+	}
+	keys := make([]key, len(out))
+	for i := range out {
+		keys[i] = key{out[i].Score, int32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		case a.score == b.score:
+			return strings.Compare(out[a.i].ID, out[b.i].ID)
+		}
+		return cmp.Compare(b.score, a.score)
+	})
+	sorted := make([]Fused, len(out))
+	for k, x := range keys {
+		sorted[k] = out[x.i]
+	}
+	copy(out, sorted)
+}
+
+// TestSortFusedKeys holds sortFused to the comparison sort it replaces
+// over lists of every size up to 2·LegDepth and past it, with equal scores,
+// scores that differ only in their last bits, -0 and 0, negative scores,
+// and NaNs.
+func TestSortFusedKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 7))
+	base := []float64{0, math.Copysign(0, -1), 1, 0.5, -0.25, 1e-300, -1e-300, math.SmallestNonzeroFloat64, math.MaxFloat64, math.Inf(1), math.Inf(-1)}
+	for trial := range 3000 {
+		n := r.IntN(2*LegDepth + 2)
+		if trial%500 == 0 {
+			n = 2*LegDepth + 100 + r.IntN(50)
+		}
+		list := make([]Fused, n)
+		ids := r.Perm(2000) // unique, as a fused list's are
+		for i := range list {
+			var s float64
+			switch r.IntN(6) {
+			case 0:
+				s = base[r.IntN(len(base))]
+			case 1: // within the last 16 bits of another
+				s = math.Float64frombits(math.Float64bits(0.75) + uint64(r.IntN(1<<17)))
+			case 2:
+				s = float64(r.IntN(4)) / 4
+			default:
+				s = r.Float64()*2 - 0.5
+			}
+			if trial%97 == 0 && r.IntN(20) == 0 {
+				s = math.NaN()
+			}
+			list[i] = Fused{ID: fmt.Sprintf("t\x1fs%d\x1fn%04d", ids[i]%4, ids[i]), Score: s, LexicalRank: i + 1}
+		}
+		want := slices.Clone(list)
+		sortFusedReference(want)
+		sortFused(list)
+		for i := range list {
+			a, b := list[i], want[i]
+			if a.ID != b.ID || math.Float64bits(a.Score) != math.Float64bits(b.Score) || a.LexicalRank != b.LexicalRank {
+				t.Fatalf("trial %d (%d tools): position %d is %s %v #%d, want %s %v #%d", trial, n, i, a.ID, a.Score, a.LexicalRank, b.ID, b.Score, b.LexicalRank)
+			}
+		}
 	}
 }

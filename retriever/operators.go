@@ -194,6 +194,7 @@ func narrow(cs *candSet, required []string, n int) *candSet {
 		out.filter.IDs = append(out.filter.IDs, id)
 		out.tokens += int64(e.tokens)
 		servers[e.card.Server] = true
+		out.deprecated = out.deprecated || e.deprecated
 	}
 	slices.Sort(out.filter.IDs)
 	out.member = memberBits(out.entries, n)

@@ -408,3 +408,109 @@ func TestSearchSetMulti(t *testing.T) {
 		t.Error("a query of the wrong dimension was searched")
 	}
 }
+
+// TestExactScanSelects holds the exact scan, which orders only the rows of
+// the best score buckets, to the brute force over catalogues with many
+// equal scores (few distinct vectors), scores crowded in one bucket (short
+// vectors) and past the buckets' ends (long ones), restricted and not, at
+// every k around the sizes.
+func TestExactScanSelects(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	const dim = 8
+	for _, c := range []struct {
+		distinct int
+		scale    float32
+	}{{1, 1}, {3, 1}, {40, 1}, {400, 1}, {400, 1e-4}, {400, 30}} {
+		distinct := c.distinct
+		m := NewMemoryVectors(dim)
+		ref := map[string][]float32{}
+		pool := make([][]float32, distinct)
+		for i := range pool {
+			pool[i] = mvScaled(mvRandUnit(r, dim), c.scale)
+		}
+		var ids []string
+		for i := range 120 {
+			id := fmt.Sprintf("t/s%d/tool%03d", r.IntN(5), r.IntN(1000)*1000+i)
+			v := pool[r.IntN(distinct)]
+			ref[id] = v
+			mvMustUpsert(t, m, id, "t", v)
+			if i%3 != 0 {
+				ids = append(ids, id)
+			}
+		}
+		for trial := range 20 {
+			q := mvRandUnit(r, dim)
+			if trial%4 == 0 {
+				q = pool[r.IntN(distinct)] // ties at the top
+			}
+			for _, k := range []int{1, 2, 5, 39, 79, 80, 81, 119, 120, 121, 500} {
+				for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: ids}} {
+					got, err := m.SearchExact(q, f, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mvSameHits(t, fmt.Sprintf("distinct %d scale %g trial %d k=%d restricted=%v", distinct, c.scale, trial, k, f.IDs != nil),
+						got, mvBruteForce(ref, q, f.IDs, k))
+				}
+			}
+		}
+	}
+}
+
+// TestKthLargest holds the selection to a sort, duplicates included.
+func TestKthLargest(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for trial := range 2000 {
+		n := 1 + r.IntN(60)
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(r.IntN(1 + trial%20))
+		}
+		sorted := slices.Sorted(slices.Values(xs))
+		slices.Reverse(sorted)
+		k := 1 + r.IntN(n)
+		if got := kthLargest(slices.Clone(xs), k); got != sorted[k-1] {
+			t.Fatalf("kthLargest(%v, %d) = %v, want %v", xs, k, got, sorted[k-1])
+		}
+	}
+}
+
+// TestDotF32IsItsDefinition: dotF32 (the kernel where it runs: whole
+// blocks, its tail and the sum of the lanes in registers; the portable
+// code elsewhere and for other lengths) is its definition — element j's
+// product, rounded to float32, added to lane j%32 in increasing j, the lanes
+// summed by sumLanes — to the bit, at every length up to 100, many past it
+// (the built-in embedder's 584 among them), with values of every scale and
+// sign, and zeros.
+func TestDotF32IsItsDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	dims := []int{384, 576, 584, 592, 1536, 1544}
+	for dim := 1; dim <= 1100; dim += 1 + dim/100 {
+		dims = append(dims, dim)
+	}
+	value := func(kind int) float32 {
+		switch kind {
+		case 0:
+			return rng.Float32()*2 - 1
+		case 1: // scales far apart, so that rounding decides
+			return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(40)-20))
+		default: // zeros of both signs among the values
+			return []float32{0, float32(math.Copysign(0, -1)), 1e-30, -3}[rng.IntN(4)]
+		}
+	}
+	for _, dim := range dims {
+		for kind := range 3 {
+			a, b := make([]float32, dim), make([]float32, dim)
+			for j := range dim {
+				a[j], b[j] = value(kind), value(kind)
+			}
+			var lanes [dotLanes]float32
+			for j := range dim {
+				lanes[j%dotLanes] += float32(a[j] * b[j])
+			}
+			if got, want := dotF32(a, b), sumLanes(&lanes); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("dim %d, values %d: dotF32 %v, definition %v (AVX2 %v)", dim, kind, got, want, useAVX2)
+			}
+		}
+	}
+}
