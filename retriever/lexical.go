@@ -2,6 +2,7 @@ package retriever
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -157,6 +158,11 @@ type LexicalIndex struct {
 	termName  []string
 	postings  [][]posting
 	freeTerms []uint32
+	// bound is, by term number, the highest frequency in each field of
+	// the term's postings (packed as a lexTF; lexTFMax stands for that or
+	// more). A deletion does not lower it: it bounds the postings from
+	// above, which is all the pruned search needs (lexprune.go).
+	bound []lexTF
 	// wide holds the field frequencies of the postings with one over
 	// lexTFMax (freeWide: slots no posting uses, for reuse).
 	wide     [][maxLexFields]uint16
@@ -280,11 +286,12 @@ func (x *LexicalIndex) term(term string) uint32 {
 	var no uint32
 	if k := len(x.freeTerms); k > 0 {
 		no, x.freeTerms = x.freeTerms[k-1], x.freeTerms[:k-1]
-		x.termName[no] = term
+		x.termName[no], x.bound[no] = term, 0
 	} else {
 		no = uint32(len(x.termName))
 		x.termName = append(x.termName, term)
 		x.postings = append(x.postings, nil)
+		x.bound = append(x.bound, 0)
 	}
 	x.termNo[term] = no
 	return no
@@ -457,6 +464,7 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 		for term, tf := range an[i].tfs {
 			no := x.term(term)
 			nos = append(nos, no)
+			x.bound[no] = raiseBound(x.bound[no], tf)
 			x.addPosting(no, posting{doc: num, tf: x.packTF(tf)})
 		}
 		slices.Sort(nos)
@@ -716,8 +724,15 @@ func (x *LexicalIndex) queryTerms(dst []queryTerm, parts []WeightedText) []query
 	return terms
 }
 
-// searchTerms is search of a query analysed by queryTerms.
+// searchTerms is search of a query analysed by queryTerms. It reads less
+// than every posting where it can (scorePruned), with the answers of the
+// exhaustive walk (scoreAll), bit for bit.
 func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
+	return x.searchTermsBy(dst, terms, set, f, limit, names, true)
+}
+
+// searchTermsBy is searchTerms, pruned or not (the tests compare the two).
+func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names, prune bool) ([]Hit, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
 	}
@@ -733,16 +748,40 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 	if set.empty || set.n == 0 {
 		return nil, nil
 	}
-	n := float64(set.n)
+	acc := getLexAcc(len(x.docs))
+	defer putLexAcc(acc)
+	top := lexTop{limit: limit, scores: acc.scores[:0], items: acc.top[:0]}
+	var coverTotal, evidenceTotal float64
+	if prune && x.prunable(terms, set, limit) {
+		coverTotal, evidenceTotal, _ = x.scorePruned(acc, &top, terms, set)
+	} else {
+		coverTotal, evidenceTotal = x.scoreAll(acc, &top, terms, set)
+	}
 
+	// The best limit, score descending then ID ascending.
+	acc.scores, acc.top = top.scores, top.items
+	winners := top.best(x.docs)
+	hits := slices.Grow(dst[:0], len(winners))[:len(winners)]
+	for i, w := range winners {
+		hits[i] = Hit{ID: x.docs[w.num].id, key: x.docs[w.num].key, Score: w.score, mask: acc.fields[w.num],
+			Coverage: acc.matched[w.num] / coverTotal, Evidence: acc.evidence[w.num] / evidenceTotal}
+		if names {
+			hits[i].Fields = x.fieldNames(hits[i].mask)
+		}
+	}
+	return hits, nil
+}
+
+// scoreAll scores every candidate holding a query term and offers it to
+// top, leaving its matched fields, coverage and evidence in acc; it returns
+// the totals the last two are shares of. Call with x.mu held.
+func (x *LexicalIndex) scoreAll(acc *lexAcc, top *lexTop, terms []queryTerm, set *LexSet) (coverTotal, evidenceTotal float64) {
+	n := float64(set.n)
 	// Per term: walk its postings once, keeping the candidates, with the
 	// length-normalised, boosted frequency summed over fields in the fixed
 	// field order (so the floating-point sums, and the scores, are the same
 	// on every run); the candidates holding it are its exact document
 	// frequency. Then add each holder's saturated, IDF-weighted share.
-	acc := getLexAcc(len(x.docs))
-	defer putLexAcc(acc)
-	coverTotal, evidenceTotal := 0.0, 0.0
 	for _, t := range terms {
 		coverTotal += t.cover
 	}
@@ -778,27 +817,14 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 			acc.evidence[h.doc] += t.cover * idfOne
 		}
 	}
-
 	acc.held = buf // kept for the next search
 
-	// The best limit, score descending then ID ascending.
-	top := lexTop{limit: limit, items: acc.top[:0]}
 	for _, num := range acc.touched {
 		if s := acc.score[num]; s > 0 {
-			top.offer(num, s, x.docs[num].id)
+			top.offer(num, s)
 		}
 	}
-	winners := top.sortedInPlace()
-	acc.top = top.items
-	hits := slices.Grow(dst[:0], len(winners))[:len(winners)]
-	for i, w := range winners {
-		hits[i] = Hit{ID: x.docs[w.num].id, key: x.docs[w.num].key, Score: w.score, mask: acc.fields[w.num],
-			Coverage: acc.matched[w.num] / coverTotal, Evidence: acc.evidence[w.num] / evidenceTotal}
-		if names {
-			hits[i].Fields = x.fieldNames(hits[i].mask)
-		}
-	}
-	return hits, nil
+	return coverTotal, evidenceTotal
 }
 
 // postingTF is a posting's length-normalised, boosted frequency summed
@@ -862,8 +888,11 @@ type lexAcc struct {
 
 	// held and top are the scratch of a search: one term's holders, the
 	// heap of the best docs.
-	held []lexHeld
-	top  []lexScored
+	held   []lexHeld
+	top    []lexScored
+	scores []float64
+	// The scratch of a pruned search (scorePruned).
+	prune lexPruneScratch
 }
 
 // lexHeld is a candidate holding a term, with its boosted term frequency.
@@ -891,89 +920,90 @@ func putLexAcc(a *lexAcc) {
 	a.touched = a.touched[:0]
 	clear(a.top) // the IDs it held
 	a.held, a.top = a.held[:0], a.top[:0]
+	a.prune.reset()
 	lexAccPool.Put(a)
 }
 
-// lexTop keeps the best limit docs seen: a heap whose root is the worst
-// kept (lowest score, then greatest ID).
+// lexTop keeps the best limit docs offered: score descending, then ID
+// ascending. While offers come it orders scores only (a heap of the best
+// limit, whose least is the bar), keeping every doc that reached the bar
+// when offered; IDs are compared at the end (best), among the docs tied at
+// the final bar only. Exact: the final bar is the limit-th best score, and
+// each doc at or over it was at or over the bar of its time, which only
+// rises.
 type lexTop struct {
-	limit int
-	items []lexScored
+	limit  int
+	scores []float64   // a min-heap of the best limit scores offered
+	items  []lexScored // the docs that reached the bar when offered
 }
 
 type lexScored struct {
 	num   uint32
 	score float64
-	id    string
+	id    string // set by best
 }
 
-// better orders by score descending, then ID ascending.
-func (a lexScored) better(b lexScored) bool {
-	if a.score != b.score {
-		return a.score > b.score
-	}
-	return a.id < b.id
-}
-
-func (t *lexTop) offer(num uint32, score float64, id string) {
-	s := lexScored{num, score, id}
-	if len(t.items) < t.limit {
-		t.items = append(t.items, s)
-		t.up(len(t.items) - 1)
-		return
-	}
-	if !s.better(t.items[0]) {
-		return
-	}
-	t.items[0] = s
-	t.down(0)
-}
-
-func (t *lexTop) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if t.items[p].better(t.items[i]) { // the child is worse: it goes up
-
-			t.items[p], t.items[i] = t.items[i], t.items[p]
+// offer says whether the doc may be among the best limit, and keeps it if
+// so.
+func (t *lexTop) offer(num uint32, score float64) bool {
+	switch h := t.scores; {
+	case len(h) < t.limit:
+		t.scores = append(h, score)
+		for i := len(h); i > 0; {
+			p := (i - 1) / 2
+			if h = t.scores; h[p] <= h[i] {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
 			i = p
-			continue
 		}
-		break
+	case score < h[0]:
+		return false
+	case score > h[0]:
+		h[0] = score
+		for i := 0; ; {
+			least, l, r := i, 2*i+1, 2*i+2
+			if l < len(h) && h[l] < h[least] {
+				least = l
+			}
+			if r < len(h) && h[r] < h[least] {
+				least = r
+			}
+			if least == i {
+				break
+			}
+			h[i], h[least] = h[least], h[i]
+			i = least
+		}
 	}
+	t.items = append(t.items, lexScored{num: num, score: score})
+	return true
 }
 
-func (t *lexTop) down(i int) {
-	n := len(t.items)
-	for {
-		worst, l, r := i, 2*i+1, 2*i+2
-		if l < n && t.items[worst].better(t.items[l]) {
-			worst = l
-		}
-		if r < n && t.items[worst].better(t.items[r]) {
-			worst = r
-		}
-		if worst == i {
-			return
-		}
-		t.items[i], t.items[worst] = t.items[worst], t.items[i]
-		i = worst
+// bar is the score a doc must reach to be kept, once limit docs were
+// offered (full).
+func (t *lexTop) bar() (score float64, full bool) {
+	if len(t.scores) < t.limit {
+		return 0, false
 	}
+	return t.scores[0], true
 }
 
-// sortedInPlace orders the kept docs best first, in the heap's own array
-// (the heap is spent).
-func (t *lexTop) sortedInPlace() []lexScored {
+// best orders the best limit docs best first, in the kept docs' own array
+// (t is spent), with their IDs from docs: those under the final bar are
+// dropped, so IDs are compared among the best and those tied at the bar.
+func (t *lexTop) best(docs []lexDoc) []lexScored {
 	out := t.items
+	if bar, full := t.bar(); full {
+		out = slices.DeleteFunc(out, func(s lexScored) bool { return s.score < bar })
+	}
+	for i := range out {
+		out[i].id = docs[out[i].num].id
+	}
 	slices.SortFunc(out, func(a, b lexScored) int {
-		if a.better(b) {
-			return -1
-		}
-		if b.better(a) {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.id, b.id))
 	})
-	return out
+	return out[:min(len(out), t.limit)]
 }
 
 // SplitIdentifiers rewrites identifiers in s as lower-case words: `_`, `-`,

@@ -125,7 +125,7 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 			r.fail()
 		}
 		ps := make([]posting, r.count(2))
-		doc := uint32(0)
+		doc, bound := uint32(0), lexTF(0)
 		for j := range ps {
 			doc += uint32(r.uint())
 			mask := r.uint()
@@ -140,11 +140,13 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 				}
 			}
 			ps[j] = posting{doc: doc, tf: y.packTF(&tf)}
+			bound = raiseBound(bound, &tf)
 		}
 		if r.err != nil {
 			break
 		}
-		y.postings[y.term(term)] = ps
+		no := y.term(term)
+		y.postings[no], y.bound[no] = ps, bound
 	}
 	if r.err != nil {
 		return r.err
@@ -194,7 +196,7 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	defer x.mu.Unlock()
 	x.version++
 	x.docs, x.free, x.byID, x.tenants, x.tenantNo = docs, free, byID, tenants, tenantNo
-	x.termNo, x.termName, x.postings, x.freeTerms, x.wide, x.freeWide = y.termNo, y.termName, y.postings, nil, y.wide, nil
+	x.termNo, x.termName, x.postings, x.bound, x.freeTerms, x.wide, x.freeWide = y.termNo, y.termName, y.postings, y.bound, nil, y.wide, nil
 	return nil
 }
 
