@@ -148,9 +148,13 @@ type LexicalIndex struct {
 	fields   []lexField // weights > 0 only
 
 	mu   sync.RWMutex
-	docs []lexDoc          // by doc number; dead ones have id ""
-	free []uint32          // dead doc numbers, for reuse
-	byID map[string]uint32 // doc ID → number
+	docs []lexDoc // by doc number; dead ones have id ""
+	// tenantOf is, by doc number, the doc's tenant's number (lexNoTenant
+	// for a dead one): beside the docs, so that a search tells a tenant's
+	// postings without reading their docs.
+	tenantOf []uint32
+	free     []uint32          // dead doc numbers, for reuse
+	byID     map[string]uint32 // doc ID → number
 	// termNo numbers the terms; by number, termName is the term and
 	// postings its postings, in doc order (freeTerms: numbers of terms no
 	// doc holds any more, for reuse).
@@ -168,22 +172,24 @@ type LexicalIndex struct {
 	wide     [][maxLexFields]uint16
 	freeWide []uint32
 	tenants  map[string]*lexTenant
-	tenantNo map[string]uint32 // tenant → its number in lexDoc.tenant
+	tenantNo map[string]uint32 // tenant → its number in tenantOf
 	// version counts mutations; a LexSet built at one version is stale at
 	// the next.
 	version uint64
 }
 
-// lexDoc is one doc: its tenant, field lengths (analysed tokens, in
-// x.fields order) and the numbers of the distinct terms it holds (to drop
-// its postings).
+// lexDoc is one doc: its field lengths (analysed tokens, in x.fields
+// order) and the numbers of the distinct terms it holds (to drop its
+// postings). Its tenant is in LexicalIndex.tenantOf.
 type lexDoc struct {
-	id     string
-	tenant uint32
-	key    uint32 // the key its hits carry (setKey; Hit.key)
-	n      [maxLexFields]int32
-	terms  termList
+	id    string
+	key   uint32 // the key its hits carry (setKey; Hit.key)
+	n     [maxLexFields]int32
+	terms termList
 }
+
+// lexNoTenant is the tenant number of a dead doc (tenantOf).
+const lexNoTenant = math.MaxUint32
 
 // termList is a doc's term numbers, ascending, as the unsigned varints of
 // their differences (a doc holds its postings' terms in a quarter of
@@ -447,7 +453,7 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 			num, x.free = x.free[k-1], x.free[:k-1]
 		} else {
 			num = uint32(len(x.docs))
-			x.docs = append(x.docs, lexDoc{})
+			x.docs, x.tenantOf = append(x.docs, lexDoc{}), append(x.tenantOf, lexNoTenant)
 		}
 		t := x.tenants[d.Tenant]
 		if t == nil {
@@ -459,7 +465,7 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 			t = &lexTenant{no: no}
 			x.tenants[d.Tenant] = t
 		}
-		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n}
+		doc := lexDoc{id: d.ID, n: an[i].n}
 		nos = nos[:0]
 		for term, tf := range an[i].tfs {
 			no := x.term(term)
@@ -469,7 +475,7 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 		}
 		slices.Sort(nos)
 		doc.terms = appendTerms(nil, nos)
-		x.docs[num] = doc
+		x.docs[num], x.tenantOf[num] = doc, t.no
 		x.byID[d.ID] = num
 		t.docs++
 		for f, v := range doc.n {
@@ -511,7 +517,7 @@ func (x *LexicalIndex) forget(num uint32) {
 		}
 	}
 	for name, t := range x.tenants {
-		if t.no != d.tenant {
+		if t.no != x.tenantOf[num] {
 			continue
 		}
 		t.docs--
@@ -524,7 +530,7 @@ func (x *LexicalIndex) forget(num uint32) {
 		break
 	}
 	delete(x.byID, d.id)
-	*d = lexDoc{}
+	*d, x.tenantOf[num] = lexDoc{}, lexNoTenant
 }
 
 // Delete removes the docs with the given IDs; unknown IDs are ignored.
@@ -622,7 +628,7 @@ func (x *LexicalIndex) prepare(f Filter) *LexSet {
 	var sum [maxLexFields]int64
 	for _, id := range f.IDs {
 		num, ok := x.byID[id]
-		if !ok || x.docs[num].tenant != t.no || s.bits[num/64]&(1<<(num%64)) != 0 {
+		if !ok || x.tenantOf[num] != t.no || s.bits[num/64]&(1<<(num%64)) != 0 {
 			continue
 		}
 		s.bits[num/64] |= 1 << (num % 64)
@@ -641,9 +647,10 @@ func (x *LexicalIndex) prepare(f Filter) *LexSet {
 	return s
 }
 
-func (s *LexSet) has(num uint32, d *lexDoc) bool {
+// has says doc num is in the set. Call with the index's mu held.
+func (s *LexSet) has(num uint32) bool {
 	if s.all {
-		return d.id != "" && d.tenant == s.tenant
+		return s.x.tenantOf[num] == s.tenant
 	}
 	return int(num/64) < len(s.bits) && s.bits[num/64]&(1<<(num%64)) != 0
 }
@@ -728,11 +735,12 @@ func (x *LexicalIndex) queryTerms(dst []queryTerm, parts []WeightedText) []query
 // than every posting where it can (scorePruned), with the answers of the
 // exhaustive walk (scoreAll), bit for bit.
 func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
-	return x.searchTermsBy(dst, terms, set, f, limit, names, true)
+	return x.searchTermsBy(dst, terms, set, f, limit, names, lexAdaptive)
 }
 
-// searchTermsBy is searchTerms, pruned or not (the tests compare the two).
-func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names, prune bool) ([]Hit, error) {
+// searchTermsBy is searchTerms scoring as mode says (the tests compare
+// the modes).
+func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names bool, mode lexMode) ([]Hit, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
 	}
@@ -752,8 +760,8 @@ func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, 
 	defer putLexAcc(acc)
 	top := lexTop{limit: limit, scores: acc.scores[:0], items: acc.top[:0]}
 	var coverTotal, evidenceTotal float64
-	if prune && x.prunable(terms, set, limit) {
-		coverTotal, evidenceTotal, _ = x.scorePruned(acc, &top, terms, set)
+	if x.prunable(terms, set, limit, mode) {
+		coverTotal, evidenceTotal, _ = x.scorePruned(acc, &top, terms, set, mode)
 	} else {
 		coverTotal, evidenceTotal = x.scoreAll(acc, &top, terms, set)
 	}
@@ -785,39 +793,17 @@ func (x *LexicalIndex) scoreAll(acc *lexAcc, top *lexTop, terms []queryTerm, set
 	for _, t := range terms {
 		coverTotal += t.cover
 	}
-	buf := acc.held
 	for _, t := range terms {
-		buf = buf[:0]
 		var ps []posting
 		if no, ok := x.termNo[string(t.term)]; ok {
 			ps = x.postings[no]
 		}
-		for _, p := range ps {
-			d := &x.docs[p.doc]
-			if !set.has(p.doc, d) {
-				continue
-			}
-			tf, mask := x.postingTF(p.tf, d, &set.avg)
-			if tf > 0 {
-				buf = append(buf, lexHeld{p.doc, tf})
-				acc.fields[p.doc] |= mask
-			}
-		}
-		df := float64(len(buf))
+		acc.held = x.holders(acc.held[:0], ps, set, acc, &lexBar{})
+		df := float64(len(acc.held))
 		idfOne := math.Log(1 + (n-df+0.5)/(df+0.5))
-		idf := t.qtf * idfOne
 		evidenceTotal += t.cover * idfOne
-		for _, h := range buf {
-			if !acc.seen[h.doc] {
-				acc.seen[h.doc] = true
-				acc.touched = append(acc.touched, h.doc)
-			}
-			acc.score[h.doc] += idf * h.tf / (bm25K1 + h.tf)
-			acc.matched[h.doc] += t.cover
-			acc.evidence[h.doc] += t.cover * idfOne
-		}
+		acc.credit(t.qtf*idfOne, t.cover, idfOne)
 	}
-	acc.held = buf // kept for the next search
 
 	for _, num := range acc.touched {
 		if s := acc.score[num]; s > 0 {
@@ -825,6 +811,38 @@ func (x *LexicalIndex) scoreAll(acc *lexAcc, top *lexTop, terms []queryTerm, set
 		}
 	}
 	return coverTotal, evidenceTotal
+}
+
+// holders appends to buf the docs of postings ps in set that bar lets
+// through, with their postingTF, and marks their matched fields in acc.
+// Call with x.mu held.
+func (x *LexicalIndex) holders(buf []lexHeld, ps []posting, set *LexSet, acc *lexAcc, bar *lexBar) []lexHeld {
+	for _, p := range ps {
+		if !bar.lets(p.doc) || !set.has(p.doc) {
+			continue
+		}
+		tf, mask := x.postingTF(p.tf, &x.docs[p.doc], &set.avg)
+		if tf > 0 {
+			buf = append(buf, lexHeld{p.doc, tf})
+			acc.fields[p.doc] |= mask
+		}
+	}
+	return buf
+}
+
+// credit adds to the docs of acc.held (holders of a term) the term's
+// saturated, IDF-weighted share (idf: its query weight times idfOne), its
+// weight in the coverage and in the evidence.
+func (acc *lexAcc) credit(idf, cover, idfOne float64) {
+	for _, h := range acc.held {
+		if !acc.seen[h.doc] {
+			acc.seen[h.doc] = true
+			acc.touched = append(acc.touched, h.doc)
+		}
+		acc.score[h.doc] += idf * h.tf / (bm25K1 + h.tf)
+		acc.matched[h.doc] += cover
+		acc.evidence[h.doc] += cover * idfOne
+	}
 }
 
 // postingTF is a posting's length-normalised, boosted frequency summed

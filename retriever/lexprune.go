@@ -1,34 +1,37 @@
 package retriever
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
 
-// The pruned lexical search: MaxScore (Turtle and Flood, "Query evaluation:
-// strategies and optimizations", 1995), document at a time over the
-// doc-ordered postings, with the exhaustive walk's answers bit for bit.
+// The pruned lexical search: scoreAll's answers, bit for bit, reading
+// fewer docs. In the spirit of MaxScore (Turtle and Flood, "Query
+// evaluation: strategies and optimizations", 1995), with bounds on what
+// each term can add to a score, but term at a time like scoreAll, over
+// segments of the doc numbers (lexSegment), so that a posting costs a
+// sequential read and only the docs that may make the top are read:
 //
-// Every term gets an upper bound ub on what it can add to a candidate's
-// score (tfBound, below). Docs are taken in doc order; once the heap of the
-// best limit is full, its worst score θ is a bar a doc must reach to be
-// kept. With the terms sorted by ub ascending, the longest prefix whose ub
-// sum is under θ is "non-essential": a doc holding none but those cannot
-// reach θ, so only the other terms' postings are walked, and the
-// non-essential ones are looked up (galloping) for the docs those yield,
-// highest bound first, giving up on a doc as soon as what it has plus the
-// bounds of the terms not yet looked up is under θ.
+//   - every term gets an upper bound ub on what it adds to the score of a
+//     doc holding it (tfBound, below);
+//   - the first segments are scored as scoreAll scores, until limit docs
+//     were offered: the heap's worst score is then the bar θ, which only
+//     rises;
+//   - in each later segment, a first walk of the query's postings sums,
+//     per doc, the bounds of the terms it holds; the second walk scores,
+//     as scoreAll does, only the docs whose sum reaches θ (raised by a
+//     slack for rounding, below) — the others are never read;
+//   - once the bounds of all the terms together are under θ, no doc left
+//     can reach it and the search ends.
 //
-// Exactness. A doc given up on has a score under θ, the score of the
+// Exactness. A doc not scored has a score under θ, the score of the
 // heap's worst: it is not better, and offer would have refused it; θ only
-// rises, so neither would it have been kept later. A doc not given up on
-// has every term looked up, and its score is summed as scoreAll sums it:
-// the same contributions (the same expression of the same IDF and the
-// same postingTF), added in term order from zero; its coverage and
-// evidence likewise. The heap keeps the best limit of a total order
-// (score, then ID), whatever the order docs are offered in. So the hits
-// are scoreAll's, with the same scores, ties and order
+// rises, so neither would it have been kept later. A doc scored is scored
+// as scoreAll scores it: the same contributions (the same expression of
+// the same IDF and the same postingTF) added in term order from zero, and
+// its coverage and evidence likewise. The heap keeps the best limit of a
+// total order (score, then ID), whatever the order docs are offered in. So
+// the hits are scoreAll's, with the same scores, ties and order
 // (TestLexicalPrunedMatchesExhaustive).
 //
 // The bounds are compared with a slack for rounding: all quantities are
@@ -38,13 +41,18 @@ import (
 // within ~35·2⁻⁵³ of its own, which is at least the contribution's. For at
 // most lexPruneMaxTerms terms the computed scores and bounds are thus
 // within a relative 10⁻¹² of the real ones, far inside lexPruneSlack: a
-// doc is given up on only when its bound, raised by lexPruneSlack, is
-// still under θ.
+// doc is left out only when its bound, raised by lexPruneSlack, is still
+// under θ.
 
 const (
 	lexPruneSlack    = 1e-9
 	lexPruneMaxTerms = 1024
 	lexPruneRange    = 1e100 // weights in [1/lexPruneRange, lexPruneRange]
+	// The service prunes in an index of more than lexPruneMinDocs docs, and
+	// in a set whose frequencies are counted (not whole) of at least
+	// lexPruneMinSet.
+	lexPruneMinDocs = 4096
+	lexPruneMinSet  = 16384
 )
 
 // raiseBound is bound raised to hold a posting's field frequencies tf.
@@ -81,11 +89,42 @@ func (x *LexicalIndex) tfBound(bound lexTF, avg *[maxLexFields]float64) float64 
 	return tf
 }
 
-// prunable says whether scorePruned can answer the search: some candidates
-// may be left out (the limit is under the set's size), and the weights are
-// such that every score and bound is a normal float (see above).
-func (x *LexicalIndex) prunable(terms []queryTerm, set *LexSet, limit int) bool {
-	if limit >= set.n || len(terms) > lexPruneMaxTerms {
+// lexMode is how a search scores: lexAdaptive is the service's; the
+// others are for the tests, which compare them.
+type lexMode int
+
+const (
+	lexExhaustive lexMode = iota // scoreAll
+	lexAdaptive                  // scorePruned where it pays, choosing each segment's way
+	lexByDocs                    // scorePruned in small segments
+	lexByPostings                // scorePruned in small segments, bounding no doc
+)
+
+// segment is the mode's segment size (scorePruned).
+func (m lexMode) segment() int {
+	if m == lexAdaptive {
+		return lexSegment
+	}
+	return lexTestSegment
+}
+
+// lexTestSegment is the segment size of the tests' modes: small, for
+// many segments in small catalogues.
+const lexTestSegment = 256
+
+// prunable says whether scorePruned answers the search in mode: some
+// candidates may be left out (the limit is under the set's size), and the
+// weights are such that every score and bound is a normal float (see
+// above). In the service's mode, also that pruning can pay: the index is
+// more than lexPruneMinDocs, and a set that is not whole (whose document
+// frequencies must be counted before scoring, a walk of the postings of
+// its own) holds at least lexPruneMinSet docs; smaller ones are searched
+// by scoreAll, which costs less there (BenchmarkLexicalPruned).
+func (x *LexicalIndex) prunable(terms []queryTerm, set *LexSet, limit int, mode lexMode) bool {
+	switch {
+	case mode == lexExhaustive || limit >= set.n || len(terms) > lexPruneMaxTerms:
+		return false
+	case mode == lexAdaptive && (len(x.docs) <= lexPruneMinDocs || !set.whole() && set.n < lexPruneMinSet):
 		return false
 	}
 	in := func(w float64) bool { return w >= 1/lexPruneRange && w <= lexPruneRange }
@@ -102,204 +141,174 @@ func (x *LexicalIndex) prunable(terms []queryTerm, set *LexSet, limit int) bool 
 	return true
 }
 
-// lexCursor is a query term's place in its postings (scorePruned).
-type lexCursor struct {
-	ps  []posting
-	pos int
-	doc uint32  // ps[pos].doc, or lexNoDoc past the end (essential terms)
-	j   int     // the term's index in the query
-	ub  float64 // at least what it adds to a doc's score
+// lexRun is a query term's postings in scorePruned: where the segment at
+// hand starts and ends in them, and the bound of what the term adds to a
+// score.
+type lexRun struct {
+	ps       []posting
+	pos, end int
+	ub       float64
 }
 
-// lexNoDoc is past every doc number (a doc number indexes a slice).
-const lexNoDoc = math.MaxUint32
-
-// lexMembers says which postings' docs are in a candidate set, by the
-// cheapest test that holds: every posting (the set is every doc of the
-// index's only tenant), the set's bits, or the doc's tenant.
-type lexMembers struct {
-	whole bool
-	set   *LexSet
-	docs  []lexDoc
-}
-
-func (m *lexMembers) has(num uint32) bool {
-	switch {
-	case m.whole:
-		return true
-	case m.set.all:
-		return m.set.has(num, &m.docs[num])
+// find is the index of the first posting of doc d or after in ps, from i
+// on (postings are in doc order): it gallops from i.
+func find(ps []posting, i int, d uint32) int {
+	if i >= len(ps) || ps[i].doc >= d {
+		return i
 	}
-	return int(num/64) < len(m.set.bits) && m.set.bits[num/64]&(1<<(num%64)) != 0
-}
-
-// next moves c to its next posting of a doc in the set, from pos on.
-func (c *lexCursor) next(m *lexMembers) {
-	for ; c.pos < len(c.ps); c.pos++ {
-		if d := c.ps[c.pos].doc; m.has(d) {
-			c.doc = d
-			return
+	lo, step := i, 1 // ps[lo].doc < d
+	for i = lo + 1; i < len(ps) && ps[i].doc < d; i = lo + step {
+		lo, step = i, step*2
+	}
+	hi := min(i, len(ps)) // the first at or after d is in (lo, hi]
+	for lo+1 < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if ps[mid].doc < d {
+			lo = mid
+		} else {
+			hi = mid
 		}
 	}
-	c.doc = lexNoDoc
+	return hi
 }
 
-// seek moves c to its first posting of doc d or after, and says whether
-// that one is d's. Postings are in doc order: it gallops from where c is.
-func (c *lexCursor) seek(d uint32) bool {
-	ps, i := c.ps, c.pos
-	if i < len(ps) && ps[i].doc < d {
-		lo, step := i, 1 // ps[lo].doc < d
-		for i = lo + 1; i < len(ps) && ps[i].doc < d; i = lo + step {
-			lo, step = i, step*2
-		}
-		hi := min(i, len(ps)) // the first at or after d is in (lo, hi]
-		for lo+1 < hi {
-			mid := int(uint(lo+hi) >> 1)
-			if ps[mid].doc < d {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		i = hi
-	}
-	c.pos = i
-	return i < len(ps) && ps[i].doc == d
-}
+// lexSegment is how many doc numbers scorePruned takes at a time: the
+// bar rises between segments.
+const lexSegment = 2048
 
 // lexPruneScratch is a pruned search's scratch, reused (lexAcc).
 type lexPruneScratch struct {
-	cursors []lexCursor
-	pre     []float64 // pre[k]: the sum of cursors[:k]'s bounds
-	idfOne  []float64 // by query term
-	idf     []float64 // by query term
-	tf      []lexTF   // by query term: its posting of the doc at hand
-	held    []int     // the query terms the doc at hand holds
+	runs   []lexRun  // by query term
+	idfOne []float64 // by query term
+	idf    []float64 // by query term
+	bounds []float64 // by doc number in the segment at hand
 }
 
 func (p *lexPruneScratch) reset() {
-	clear(p.cursors) // the postings they held
-	p.cursors, p.pre, p.idfOne, p.idf, p.held = p.cursors[:0], p.pre[:0], p.idfOne[:0], p.idf[:0], p.held[:0]
+	clear(p.runs) // the postings they held
+	p.runs, p.idfOne, p.idf = p.runs[:0], p.idfOne[:0], p.idf[:0]
+}
+
+// lexBar is what a doc's postings must reach to be scored: the bound of
+// the doc at lo+i, summed over the terms it holds, is bounds[i]; with it
+// raised by lexPruneSlack, it must reach theta. A zero lexBar lets every
+// doc through.
+type lexBar struct {
+	bounds []float64
+	lo     uint32
+	theta  float64
+}
+
+// lets says whether doc num may reach the bar.
+func (b *lexBar) lets(num uint32) bool {
+	return b.bounds == nil || b.bounds[num-b.lo]*(1+lexPruneSlack) >= b.theta
 }
 
 // scorePruned is scoreAll offering only the docs that can still make the
-// top (see above); scored is how many it scored fully. Call with x.mu
+// top (see above); scored is how many docs it scored. Call with x.mu
 // held.
-//
-// A doc's terms are found in the postings before the doc is read: it is
-// given up on by the bounds of the terms it holds, and read (its field
-// lengths, for the scores) only if those reach θ.
-func (x *LexicalIndex) scorePruned(acc *lexAcc, top *lexTop, terms []queryTerm, set *LexSet) (coverTotal, evidenceTotal float64, scored int) {
+func (x *LexicalIndex) scorePruned(acc *lexAcc, top *lexTop, terms []queryTerm, set *LexSet, mode lexMode) (coverTotal, evidenceTotal float64, scored int) {
 	n := float64(set.n)
 	for _, t := range terms {
 		coverTotal += t.cover
 	}
 	// Every IDF first: a term's document frequency in the set is the
-	// length of its postings when the set is the only tenant's every doc,
-	// and is counted otherwise.
-	members := lexMembers{whole: set.all && len(x.tenants) == 1, set: set, docs: x.docs}
+	// length of its postings when the set is every doc of the index's only
+	// tenant, and is counted otherwise.
+	whole := set.whole()
 	sc := &acc.prune
-	for j, t := range terms {
+	total := 0.0 // the bounds' sum
+	for _, t := range terms {
 		var ps []posting
 		no, ok := x.termNo[string(t.term)]
 		if ok {
 			ps = x.postings[no]
 		}
 		n1 := len(ps)
-		if !members.whole {
-			n1 = 0
-			for _, p := range ps {
-				if members.has(p.doc) {
-					n1++
-				}
-			}
+		if !whole {
+			n1 = set.count(ps)
 		}
 		df := float64(n1)
 		idfOne := math.Log(1 + (n-df+0.5)/(df+0.5))
 		idf := t.qtf * idfOne
 		evidenceTotal += t.cover * idfOne
-		sc.idfOne, sc.idf = append(sc.idfOne, idfOne), append(sc.idf, idf)
+		run := lexRun{}
 		if n1 > 0 {
 			tf := x.tfBound(x.bound[no], &set.avg)
-			sc.cursors = append(sc.cursors, lexCursor{ps: ps, j: j, ub: idf * tf / (bm25K1 + tf)})
+			run = lexRun{ps: ps, ub: idf * tf / (bm25K1 + tf)}
+			total += run.ub
 		}
-	}
-	cur := sc.cursors
-	slices.SortFunc(cur, func(a, b lexCursor) int { return cmp.Or(cmp.Compare(a.ub, b.ub), a.j-b.j) })
-	pre := append(sc.pre, 0)
-	for _, c := range cur {
-		pre = append(pre, pre[len(pre)-1]+c.ub)
-	}
-	sc.pre = pre
-	tfs := slices.Grow(sc.tf[:0], len(terms))[:len(terms)]
-	sc.tf = tfs
-	held := sc.held
-	for k := range cur {
-		cur[k].next(&members)
+		sc.runs, sc.idfOne, sc.idf = append(sc.runs, run), append(sc.idfOne, idfOne), append(sc.idf, idf)
 	}
 
-	ne := 0 // cur[:ne] are the non-essential terms
-	theta := 0.0
-	for {
-		d := uint32(lexNoDoc)
-		for k := ne; k < len(cur); k++ {
-			d = min(d, cur[k].doc)
+	size := mode.segment()
+	sc.bounds = slices.Grow(sc.bounds[:0], size)[:size]
+	for lo := 0; lo < len(x.docs); lo += size {
+		hi := uint32(min(lo+size, len(x.docs)))
+		theta, full := top.bar()
+		if full && total*(1+lexPruneSlack) < theta {
+			break // no doc left can reach the bar
 		}
-		if d == lexNoDoc {
-			break
+		for j := range sc.runs {
+			r := &sc.runs[j]
+			r.pos = find(r.ps, r.pos, uint32(lo))
+			r.end = find(r.ps, r.pos, hi)
 		}
-		// The terms d holds, and what they can add at most.
-		held = held[:0]
-		bound := 0.0
-		for k := ne; k < len(cur); k++ {
-			if c := &cur[k]; c.doc == d {
-				tfs[c.j], held, bound = c.ps[c.pos].tf, append(held, c.j), bound+c.ub
-				c.pos++
-				c.next(&members)
+		bar := lexBar{lo: uint32(lo), theta: theta}
+		if full && mode != lexByPostings {
+			// The bound of each doc of the segment: the sum of the bounds
+			// of the terms it holds.
+			bar.bounds = sc.bounds[:int(hi)-lo]
+			clear(bar.bounds)
+			for j := range sc.runs {
+				r := &sc.runs[j]
+				for _, q := range r.ps[r.pos:r.end] {
+					bar.bounds[q.doc-bar.lo] += r.ub
+				}
 			}
 		}
-		k := ne - 1
-		for ; k >= 0; k-- {
-			if (bound+pre[k+1])*(1+lexPruneSlack) < theta {
-				break
-			}
-			if c := &cur[k]; c.seek(d) {
-				tfs[c.j], held, bound = c.ps[c.pos].tf, append(held, c.j), bound+c.ub
-			}
+		// The docs that may reach the bar, as scoreAll scores them: a term
+		// at a time in term order, each sum from zero.
+		from := len(acc.touched)
+		for j := range sc.runs {
+			r := &sc.runs[j]
+			acc.held = x.holders(acc.held[:0], r.ps[r.pos:r.end], set, acc, &bar)
+			acc.credit(sc.idf[j], terms[j].cover, sc.idfOne[j])
+			r.pos = r.end
 		}
-		if k >= 0 || bound*(1+lexPruneSlack) < theta {
-			continue // it cannot reach θ
-		}
-		// The score as scoreAll sums it: in term order, from zero.
-		scored++
-		slices.Sort(held)
-		doc := &x.docs[d]
-		score, matched, evidence := 0.0, 0.0, 0.0
-		var mask uint16
-		for _, j := range held {
-			if tf, m := x.postingTF(tfs[j], doc, &set.avg); tf > 0 {
-				score += sc.idf[j] * tf / (bm25K1 + tf)
-				matched += terms[j].cover
-				evidence += terms[j].cover * sc.idfOne[j]
-				mask |= m
+		for _, num := range acc.touched[from:] {
+			if s := acc.score[num]; s > 0 {
+				top.offer(num, s)
 			}
 		}
-		if !(score > 0) || !top.offer(d, score) {
-			continue
-		}
-		if !acc.seen[d] {
-			acc.seen[d] = true
-			acc.touched = append(acc.touched, d)
-		}
-		acc.fields[d], acc.matched[d], acc.evidence[d] = mask, matched, evidence
-		if bar, full := top.bar(); full {
-			theta = bar
-			for ne < len(cur) && pre[ne+1]*(1+lexPruneSlack) < theta {
-				ne++
-			}
-		}
+		scored += len(acc.touched) - from
 	}
-	sc.held = held
 	return coverTotal, evidenceTotal, scored
 }
+
+// count is the number of postings ps of docs in s. Call with the index's
+// mu held.
+func (s *LexSet) count(ps []posting) int {
+	n := 0
+	if s.all {
+		of, t := s.x.tenantOf, s.tenant
+		for _, p := range ps {
+			if of[p.doc] == t {
+				n++
+			}
+		}
+		return n
+	}
+	bits := s.bits
+	for _, p := range ps {
+		if int(p.doc/64) < len(bits) && bits[p.doc/64]&(1<<(p.doc%64)) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// whole says the set is every doc of the index's only tenant: a term's
+// document frequency in it is the length of its postings. Call with the
+// index's mu held.
+func (s *LexSet) whole() bool { return s.all && len(s.x.tenants) == 1 }

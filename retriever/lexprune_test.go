@@ -140,15 +140,17 @@ func TestLexicalPrunedMatchesExhaustive(t *testing.T) {
 					for fi, f := range filters {
 						set := x.Prepare(f)
 						for _, depth := range []int{1, 5, 50, 200} {
-							want, err := x.searchTermsBy(nil, terms, set, f, depth, true, false)
+							want, err := x.searchTermsBy(nil, terms, set, f, depth, true, lexExhaustive)
 							if err != nil {
 								t.Fatal(err)
 							}
-							got, err := x.searchTermsBy(nil, terms, set, f, depth, true, true)
-							if err != nil {
-								t.Fatal(err)
+							for _, mode := range []lexMode{lexAdaptive, lexByDocs, lexByPostings} {
+								got, err := x.searchTermsBy(nil, terms, set, f, depth, true, mode)
+								if err != nil {
+									t.Fatal(err)
+								}
+								sameHits(t, fmt.Sprintf("%s: query %d %v, filter %d (%d IDs), depth %d, mode %d", stage, qi, parts, fi, len(f.IDs), depth, mode), got, want)
 							}
-							sameHits(t, fmt.Sprintf("%s: query %d %v, filter %d (%d IDs), depth %d", stage, qi, parts, fi, len(f.IDs), depth), got, want)
 						}
 					}
 				}
@@ -186,85 +188,124 @@ func TestLexicalPrunedMatchesExhaustive(t *testing.T) {
 
 // TestLexicalPruningSkips: pruning is not vacuous — on the benchmarks'
 // catalogue at the pipeline's depths, the pruned search scores a fraction
-// of the docs the exhaustive one scores, and bounds every term's
-// contributions from above.
+// of the docs that hold a query term (by docs wherever it can; adaptively,
+// fewer than all), and no posting adds more than its term's bound.
 func TestLexicalPruningSkips(t *testing.T) {
 	docs := synthLexDocs(20000, 1, "acme", 0)
 	x := newTestLexical(t, docs...)
 	set := x.Prepare(Filter{Tenant: "acme"})
 	for _, depth := range []int{LegDepth, IntentDepth} {
-		scored, matching := 0, 0
-		for _, q := range synth.Queries(50, 7) {
-			terms := x.queryTerms(nil, []WeightedText{{Text: q, Weight: 1}})
-			s, m := pruneWork(t, x, terms, set, depth)
-			scored += s
-			matching += m
-		}
-		t.Logf("depth %d: pruned search scored %d docs, %d match", depth, scored, matching)
-		if scored*2 > matching {
-			t.Errorf("depth %d: pruned search scored %d of the %d matching docs; want at most half", depth, scored, matching)
+		for _, mode := range []lexMode{lexByDocs, lexAdaptive} {
+			scored, matching := 0, 0
+			for _, q := range synth.Queries(50, 7) {
+				terms := x.queryTerms(nil, []WeightedText{{Text: q, Weight: 1}})
+				s, m := pruneWork(t, x, terms, set, depth, mode)
+				scored += s
+				matching += m
+			}
+			t.Logf("depth %d, mode %d: the pruned search scored %d docs, %d match", depth, mode, scored, matching)
+			if want := map[lexMode]int{lexByDocs: matching / 2, lexAdaptive: matching * 9 / 10}[mode]; scored > want {
+				t.Errorf("depth %d, mode %d: the pruned search scored %d of the %d matching docs; want at most %d", depth, mode, scored, matching, want)
+			}
 		}
 	}
 }
 
-// pruneWork is the number of docs scorePruned scores fully and of the docs
-// that hold a query term, after checking that no posting's contribution
-// exceeds its term's bound.
-func pruneWork(t *testing.T, x *LexicalIndex, terms []queryTerm, set *LexSet, limit int) (scored, matching int) {
+// pruneWork is the number of docs scorePruned scores and of the docs that
+// hold a query term, after checking that no posting's contribution exceeds
+// its term's bound.
+func pruneWork(t *testing.T, x *LexicalIndex, terms []queryTerm, set *LexSet, limit int, mode lexMode) (scored, matching int) {
 	t.Helper()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	acc := getLexAcc(len(x.docs))
 	defer putLexAcc(acc)
 	top := lexTop{limit: limit}
-	_, _, scored = x.scorePruned(acc, &top, terms, set)
+	_, _, scored = x.scorePruned(acc, &top, terms, set, mode)
 	seen := map[uint32]bool{}
-	for _, c := range acc.prune.cursors {
-		for _, p := range c.ps {
+	for j, r := range acc.prune.runs {
+		for _, p := range r.ps {
 			seen[p.doc] = true
 			tf, _ := x.postingTF(p.tf, &x.docs[p.doc], &set.avg)
-			if v := acc.prune.idf[c.j] * tf / (bm25K1 + tf); v > c.ub {
-				t.Fatalf("term %q: a posting adds %v, over its bound %v", terms[c.j].term, v, c.ub)
+			if v := acc.prune.idf[j] * tf / (bm25K1 + tf); v > r.ub {
+				t.Fatalf("term %q: a posting adds %v, over its bound %v", terms[j].term, v, r.ub)
 			}
 		}
 	}
 	return scored, len(seen)
 }
 
-// BenchmarkLexicalPruned compares the pruned and the exhaustive search on
-// the benchmarks' synthetic catalogue and queries, whole tenant, at the
-// pipeline's depths.
+// BenchmarkLexicalPruned compares the exhaustive and the pruned search
+// (mode=0, mode=1: lexExhaustive, lexAdaptive) on the benchmarks'
+// synthetic catalogue and queries, whole tenant and a third of it, at the
+// pipeline's depths, and on BenchmarkLexicalSearch's catalogue of random
+// words (two tenants), for one of them and 5,000 of its docs, top 20.
 func BenchmarkLexicalPruned(b *testing.B) {
+	type search struct {
+		name  string
+		f     Filter
+		depth int
+	}
+	cases := []struct {
+		name     string
+		docs     func() []LexicalDoc
+		queries  []string
+		searches func(docs []LexicalDoc) []search
+	}{}
 	for _, n := range []int{1000, 10_000, 100_000} {
-		docs := synthLexDocs(n, 1, "acme", 0)
-		x := newTestLexical(b, docs...)
-		f := Filter{Tenant: "acme"}
-		set := x.Prepare(f)
-		var ids []string
-		for i, d := range docs {
-			if i%3 == 0 {
-				ids = append(ids, d.ID)
+		cases = append(cases, struct {
+			name     string
+			docs     func() []LexicalDoc
+			queries  []string
+			searches func(docs []LexicalDoc) []search
+		}{fmt.Sprintf("synth/cards=%d", n), func() []LexicalDoc { return synthLexDocs(n, 1, "acme", 0) }, synth.Queries(50, 7),
+			func(docs []LexicalDoc) []search {
+				var ids []string
+				for i, d := range docs {
+					if i%3 == 0 {
+						ids = append(ids, d.ID)
+					}
+				}
+				var out []search
+				for _, depth := range []int{LegDepth, IntentDepth} {
+					out = append(out, search{fmt.Sprintf("depth=%d/admin", depth), Filter{Tenant: "acme"}, depth},
+						search{fmt.Sprintf("depth=%d/restricted", depth), Filter{Tenant: "acme", IDs: ids}, depth})
+				}
+				return out
+			}})
+	}
+	cases = append(cases, struct {
+		name     string
+		docs     func() []LexicalDoc
+		queries  []string
+		searches func(docs []LexicalDoc) []search
+	}{"words/cards=10000", func() []LexicalDoc { return lexBenchDocs(10_000) }, []string{"refund the customer's invoice payment"},
+		func(docs []LexicalDoc) []search {
+			var ids []string
+			for _, d := range docs {
+				if d.Tenant == "acme" && len(ids) < 5_000 {
+					ids = append(ids, d.ID)
+				}
 			}
-		}
-		fr := Filter{Tenant: "acme", IDs: ids}
-		setr := x.Prepare(fr)
-		var qs [][]queryTerm
-		for _, q := range synth.Queries(50, 7) {
-			qs = append(qs, x.queryTerms(nil, []WeightedText{{Text: q, Weight: 1}}))
-		}
-		for _, depth := range []int{LegDepth, IntentDepth} {
-			for _, sc := range []struct {
-				name string
-				f    Filter
-				set  *LexSet
-			}{{"admin", f, set}, {"restricted", fr, setr}} {
-				for _, prune := range []bool{false, true} {
-					b.Run(fmt.Sprintf("cards=%d/depth=%d/%s/prune=%v", n, depth, sc.name, prune), func(b *testing.B) {
+			return []search{{"tenant", Filter{Tenant: "acme"}, 20}, {"ids5000", Filter{Tenant: "acme", IDs: ids}, 20}}
+		}})
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			docs := c.docs()
+			x := newTestLexical(b, docs...)
+			var qs [][]queryTerm
+			for _, q := range c.queries {
+				qs = append(qs, x.queryTerms(nil, []WeightedText{{Text: q, Weight: 1}}))
+			}
+			for _, s := range c.searches(docs) {
+				set := x.Prepare(s.f)
+				for _, mode := range []lexMode{lexExhaustive, lexAdaptive} {
+					b.Run(fmt.Sprintf("%s/mode=%d", s.name, mode), func(b *testing.B) {
 						var dst []Hit
 						i := 0
 						TimedLoop(b, func() {
 							var err error
-							if dst, err = x.searchTermsBy(dst, qs[i%len(qs)], sc.set, sc.f, depth, false, prune); err != nil {
+							if dst, err = x.searchTermsBy(dst, qs[i%len(qs)], set, s.f, s.depth, false, mode); err != nil {
 								b.Fatal(err)
 							}
 							i++
@@ -272,6 +313,6 @@ func BenchmarkLexicalPruned(b *testing.B) {
 					})
 				}
 			}
-		}
+		})
 	}
 }
