@@ -758,7 +758,7 @@ func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, 
 	}
 	acc := getLexAcc(len(x.docs))
 	defer putLexAcc(acc)
-	top := lexTop{limit: limit, scores: acc.scores[:0], items: acc.top[:0]}
+	top := lexTop{limit: limit, heap: acc.heap[:0], items: acc.top[:0]}
 	var coverTotal, evidenceTotal float64
 	if x.prunable(terms, set, limit, mode) {
 		coverTotal, evidenceTotal, _ = x.scorePruned(acc, &top, terms, set, mode)
@@ -767,7 +767,7 @@ func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, 
 	}
 
 	// The best limit, score descending then ID ascending.
-	acc.scores, acc.top = top.scores, top.items
+	acc.heap, acc.top = top.heap, top.items
 	winners := top.best(x.docs)
 	hits := slices.Grow(dst[:0], len(winners))[:len(winners)]
 	for i, w := range winners {
@@ -904,11 +904,11 @@ type lexAcc struct {
 	seen                     []bool
 	touched                  []uint32
 
-	// held and top are the scratch of a search: one term's holders, the
-	// heap of the best docs.
-	held   []lexHeld
-	top    []lexScored
-	scores []float64
+	// held, top and heap are the scratch of a search: one term's
+	// holders, the best docs and their scores' heap (lexTop).
+	held []lexHeld
+	top  []lexScored
+	heap []float64
 	// The scratch of a pruned search (scorePruned).
 	prune lexPruneScratch
 }
@@ -944,15 +944,17 @@ func putLexAcc(a *lexAcc) {
 
 // lexTop keeps the best limit docs offered: score descending, then ID
 // ascending. While offers come it orders scores only (a heap of the best
-// limit, whose least is the bar), keeping every doc that reached the bar
-// when offered; IDs are compared at the end (best), among the docs tied at
-// the final bar only. Exact: the final bar is the limit-th best score, and
-// each doc at or over it was at or over the bar of its time, which only
-// rises.
+// limit, whose least is the bar), keeping the docs that reached the bar
+// when offered and are not under it since; IDs are compared at the end
+// (best), among the docs over the final bar and those tied at it. Exact:
+// the final bar is the limit-th best score, and each doc at or over it was
+// at or over the bar of its time, which only rises.
 type lexTop struct {
-	limit  int
-	scores []float64   // a min-heap of the best limit scores offered
-	items  []lexScored // the docs that reached the bar when offered
+	limit int
+	heap  []float64   // a min-heap of the best limit scores offered
+	items []lexScored // the docs that reached the bar when offered
+	// trim is the length of items at which those under the bar are dropped.
+	trim int
 }
 
 type lexScored struct {
@@ -961,22 +963,18 @@ type lexScored struct {
 	id    string // set by best
 }
 
-// offer says whether the doc may be among the best limit, and keeps it if
-// so.
-func (t *lexTop) offer(num uint32, score float64) bool {
-	switch h := t.scores; {
+// offer offers a doc with its score.
+func (t *lexTop) offer(num uint32, score float64) {
+	h := t.heap
+	switch {
 	case len(h) < t.limit:
-		t.scores = append(h, score)
-		for i := len(h); i > 0; {
-			p := (i - 1) / 2
-			if h = t.scores; h[p] <= h[i] {
-				break
-			}
-			h[p], h[i] = h[i], h[p]
-			i = p
+		h = append(h, score)
+		for i := len(h) - 1; i > 0 && h[(i-1)/2] > h[i]; i = (i - 1) / 2 {
+			h[(i-1)/2], h[i] = h[i], h[(i-1)/2]
 		}
+		t.heap = h
 	case score < h[0]:
-		return false
+		return
 	case score > h[0]:
 		h[0] = score
 		for i := 0; ; {
@@ -995,16 +993,21 @@ func (t *lexTop) offer(num uint32, score float64) bool {
 		}
 	}
 	t.items = append(t.items, lexScored{num: num, score: score})
-	return true
+	if len(t.items) >= max(t.trim, 2*t.limit) {
+		// The heap is full: drop the docs under its bar.
+		bar := t.heap[0]
+		t.items = slices.DeleteFunc(t.items, func(s lexScored) bool { return s.score < bar })
+		t.trim = 2 * len(t.items)
+	}
 }
 
 // bar is the score a doc must reach to be kept, once limit docs were
 // offered (full).
 func (t *lexTop) bar() (score float64, full bool) {
-	if len(t.scores) < t.limit {
+	if len(t.heap) < t.limit {
 		return 0, false
 	}
-	return t.scores[0], true
+	return t.heap[0], true
 }
 
 // best orders the best limit docs best first, in the kept docs' own array

@@ -94,10 +94,10 @@ func (x *LexicalIndex) tfBound(bound lexTF, avg *[maxLexFields]float64) float64 
 type lexMode int
 
 const (
-	lexExhaustive lexMode = iota // scoreAll
-	lexAdaptive                  // scorePruned where it pays, choosing each segment's way
-	lexByDocs                    // scorePruned in small segments
-	lexByPostings                // scorePruned in small segments, bounding no doc
+	lexExhaustive    lexMode = iota // scoreAll
+	lexAdaptive                     // scorePruned where prunable says it pays
+	lexSmallSegments                // scorePruned in small segments wherever it can answer
+	lexSegmentsOnly                 // lexSmallSegments bounding no doc (the segments' walk alone)
 )
 
 // segment is the mode's segment size (scorePruned).
@@ -255,7 +255,7 @@ func (x *LexicalIndex) scorePruned(acc *lexAcc, top *lexTop, terms []queryTerm, 
 			r.end = find(r.ps, r.pos, hi)
 		}
 		bar := lexBar{lo: uint32(lo), theta: theta}
-		if full && mode != lexByPostings {
+		if full && mode != lexSegmentsOnly {
 			// The bound of each doc of the segment: the sum of the bounds
 			// of the terms it holds.
 			bar.bounds = sc.bounds[:int(hi)-lo]

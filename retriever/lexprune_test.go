@@ -144,7 +144,7 @@ func TestLexicalPrunedMatchesExhaustive(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							for _, mode := range []lexMode{lexAdaptive, lexByDocs, lexByPostings} {
+							for _, mode := range []lexMode{lexAdaptive, lexSmallSegments, lexSegmentsOnly} {
 								got, err := x.searchTermsBy(nil, terms, set, f, depth, true, mode)
 								if err != nil {
 									t.Fatal(err)
@@ -195,7 +195,7 @@ func TestLexicalPruningSkips(t *testing.T) {
 	x := newTestLexical(t, docs...)
 	set := x.Prepare(Filter{Tenant: "acme"})
 	for _, depth := range []int{LegDepth, IntentDepth} {
-		for _, mode := range []lexMode{lexByDocs, lexAdaptive} {
+		for _, mode := range []lexMode{lexSmallSegments, lexAdaptive} {
 			scored, matching := 0, 0
 			for _, q := range synth.Queries(50, 7) {
 				terms := x.queryTerms(nil, []WeightedText{{Text: q, Weight: 1}})
@@ -204,7 +204,7 @@ func TestLexicalPruningSkips(t *testing.T) {
 				matching += m
 			}
 			t.Logf("depth %d, mode %d: the pruned search scored %d docs, %d match", depth, mode, scored, matching)
-			if want := map[lexMode]int{lexByDocs: matching / 2, lexAdaptive: matching * 9 / 10}[mode]; scored > want {
+			if want := map[lexMode]int{lexSmallSegments: matching / 2, lexAdaptive: matching * 9 / 10}[mode]; scored > want {
 				t.Errorf("depth %d, mode %d: the pruned search scored %d of the %d matching docs; want at most %d", depth, mode, scored, matching, want)
 			}
 		}
