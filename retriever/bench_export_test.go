@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
@@ -108,4 +112,36 @@ func (x *BareBleve) Close() error {
 		err = rmErr
 	}
 	return err
+}
+
+// TimedLoop runs op as the benchmark's loop and reports its allocations,
+// its CPU time (cpu-ns/op, ProcessCPU) and the median and 99th percentile
+// of its calls (p50-ns, p99-ns): medians are what the ratios of
+// docs/BENCHMARKS.md compare, as they move less than means on a loaded
+// machine.
+func TimedLoop(b *testing.B, op func()) {
+	b.ReportAllocs()
+	var took []time.Duration
+	cpu0 := ProcessCPU()
+	for b.Loop() {
+		t0 := time.Now()
+		op()
+		took = append(took, time.Since(t0))
+	}
+	b.ReportMetric(float64((ProcessCPU()-cpu0).Nanoseconds())/float64(len(took)), "cpu-ns/op")
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// ProcessCPU is the CPU time the process has used (user and system, every
+// thread: the collector's included). On a machine shared with other work
+// it measures an operation's cost where wall time measures the queue for
+// the cores as well (docs/BENCHMARKS.md reports both).
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -263,14 +262,13 @@ func benchOps(ctx context.Context, b *testing.B, fx *benchFixture, bc *benchCall
 		b.ReportMetric(per(tm.Hydrate), "hydrate-ns/op")
 	})
 	b.Run("op=lexical", func(b *testing.B) {
-		b.ReportAllocs()
 		i := 0
-		for b.Loop() {
+		timedLoop(b, func() {
 			if _, err := fx.lex.Search(fx.queries[i%nq], bc.filter, retriever.LegDepth); err != nil {
 				b.Fatal(err)
 			}
 			i++
-		}
+		})
 	})
 	b.Run("op=semantic", func(b *testing.B) {
 		b.ReportAllocs()
@@ -330,24 +328,8 @@ func benchOps(ctx context.Context, b *testing.B, fx *benchFixture, bc *benchCall
 	})
 }
 
-// timedLoop runs op as the benchmark's loop and reports its allocations and
-// the median and 99th percentile of its calls (p50-ns, p99-ns): medians are
-// what the ratios of docs/BENCHMARKS.md compare, as they move less than
-// means on a loaded machine.
-func timedLoop(b *testing.B, op func()) {
-	b.ReportAllocs()
-	var took []time.Duration
-	cpu0 := processCPU()
-	for b.Loop() {
-		t0 := time.Now()
-		op()
-		took = append(took, time.Since(t0))
-	}
-	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(len(took)), "cpu-ns/op")
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
-}
+// timedLoop is retriever.TimedLoop (bench_export_test.go).
+func timedLoop(b *testing.B, op func()) { retriever.TimedLoop(b, op) }
 
 // BenchmarkRestart measures a restart: open the embedded store holding n
 // cards (and their embeddings, stored by an earlier start), build the
@@ -454,17 +436,8 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-// processCPU is the CPU time the process has used (user and system, every
-// thread: the collector's included). On a machine shared with other work
-// it measures an operation's cost where wall time measures the queue for
-// the cores as well (docs/BENCHMARKS.md reports both).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// processCPU is retriever.ProcessCPU (bench_export_test.go).
+func processCPU() time.Duration { return retriever.ProcessCPU() }
 
 // resetPeakResident resets the process's peak resident set to its current
 // one (Linux; elsewhere nothing happens and peakResident reports 0).

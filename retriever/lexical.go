@@ -2,6 +2,7 @@ package retriever
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -147,9 +148,13 @@ type LexicalIndex struct {
 	fields   []lexField // weights > 0 only
 
 	mu   sync.RWMutex
-	docs []lexDoc          // by doc number; dead ones have id ""
-	free []uint32          // dead doc numbers, for reuse
-	byID map[string]uint32 // doc ID → number
+	docs []lexDoc // by doc number; dead ones have id ""
+	// tenantOf is, by doc number, the doc's tenant's number (lexNoTenant
+	// for a dead one): beside the docs, so that a search tells a tenant's
+	// postings without reading their docs.
+	tenantOf []uint32
+	free     []uint32          // dead doc numbers, for reuse
+	byID     map[string]uint32 // doc ID → number
 	// termNo numbers the terms; by number, termName is the term and
 	// postings its postings, in doc order (freeTerms: numbers of terms no
 	// doc holds any more, for reuse).
@@ -157,27 +162,34 @@ type LexicalIndex struct {
 	termName  []string
 	postings  [][]posting
 	freeTerms []uint32
+	// bound is, by term number, the highest frequency in each field of
+	// the term's postings (packed as a lexTF; lexTFMax stands for that or
+	// more). A deletion does not lower it: it bounds the postings from
+	// above, which is all the pruned search needs (lexprune.go).
+	bound []lexTF
 	// wide holds the field frequencies of the postings with one over
 	// lexTFMax (freeWide: slots no posting uses, for reuse).
 	wide     [][maxLexFields]uint16
 	freeWide []uint32
 	tenants  map[string]*lexTenant
-	tenantNo map[string]uint32 // tenant → its number in lexDoc.tenant
+	tenantNo map[string]uint32 // tenant → its number in tenantOf
 	// version counts mutations; a LexSet built at one version is stale at
 	// the next.
 	version uint64
 }
 
-// lexDoc is one doc: its tenant, field lengths (analysed tokens, in
-// x.fields order) and the numbers of the distinct terms it holds (to drop
-// its postings).
+// lexDoc is one doc: its field lengths (analysed tokens, in x.fields
+// order) and the numbers of the distinct terms it holds (to drop its
+// postings). Its tenant is in LexicalIndex.tenantOf.
 type lexDoc struct {
-	id     string
-	tenant uint32
-	key    uint32 // the key its hits carry (setKey; Hit.key)
-	n      [maxLexFields]int32
-	terms  termList
+	id    string
+	key   uint32 // the key its hits carry (setKey; Hit.key)
+	n     [maxLexFields]int32
+	terms termList
 }
+
+// lexNoTenant is the tenant number of a dead doc (tenantOf).
+const lexNoTenant = math.MaxUint32
 
 // termList is a doc's term numbers, ascending, as the unsigned varints of
 // their differences (a doc holds its postings' terms in a quarter of
@@ -280,11 +292,12 @@ func (x *LexicalIndex) term(term string) uint32 {
 	var no uint32
 	if k := len(x.freeTerms); k > 0 {
 		no, x.freeTerms = x.freeTerms[k-1], x.freeTerms[:k-1]
-		x.termName[no] = term
+		x.termName[no], x.bound[no] = term, 0
 	} else {
 		no = uint32(len(x.termName))
 		x.termName = append(x.termName, term)
 		x.postings = append(x.postings, nil)
+		x.bound = append(x.bound, 0)
 	}
 	x.termNo[term] = no
 	return no
@@ -440,7 +453,7 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 			num, x.free = x.free[k-1], x.free[:k-1]
 		} else {
 			num = uint32(len(x.docs))
-			x.docs = append(x.docs, lexDoc{})
+			x.docs, x.tenantOf = append(x.docs, lexDoc{}), append(x.tenantOf, lexNoTenant)
 		}
 		t := x.tenants[d.Tenant]
 		if t == nil {
@@ -452,16 +465,17 @@ func (x *LexicalIndex) Upsert(docs []LexicalDoc) error {
 			t = &lexTenant{no: no}
 			x.tenants[d.Tenant] = t
 		}
-		doc := lexDoc{id: d.ID, tenant: t.no, n: an[i].n}
+		doc := lexDoc{id: d.ID, n: an[i].n}
 		nos = nos[:0]
 		for term, tf := range an[i].tfs {
 			no := x.term(term)
 			nos = append(nos, no)
+			x.bound[no] = raiseBound(x.bound[no], tf)
 			x.addPosting(no, posting{doc: num, tf: x.packTF(tf)})
 		}
 		slices.Sort(nos)
 		doc.terms = appendTerms(nil, nos)
-		x.docs[num] = doc
+		x.docs[num], x.tenantOf[num] = doc, t.no
 		x.byID[d.ID] = num
 		t.docs++
 		for f, v := range doc.n {
@@ -503,7 +517,7 @@ func (x *LexicalIndex) forget(num uint32) {
 		}
 	}
 	for name, t := range x.tenants {
-		if t.no != d.tenant {
+		if t.no != x.tenantOf[num] {
 			continue
 		}
 		t.docs--
@@ -516,7 +530,7 @@ func (x *LexicalIndex) forget(num uint32) {
 		break
 	}
 	delete(x.byID, d.id)
-	*d = lexDoc{}
+	*d, x.tenantOf[num] = lexDoc{}, lexNoTenant
 }
 
 // Delete removes the docs with the given IDs; unknown IDs are ignored.
@@ -614,7 +628,7 @@ func (x *LexicalIndex) prepare(f Filter) *LexSet {
 	var sum [maxLexFields]int64
 	for _, id := range f.IDs {
 		num, ok := x.byID[id]
-		if !ok || x.docs[num].tenant != t.no || s.bits[num/64]&(1<<(num%64)) != 0 {
+		if !ok || x.tenantOf[num] != t.no || s.bits[num/64]&(1<<(num%64)) != 0 {
 			continue
 		}
 		s.bits[num/64] |= 1 << (num % 64)
@@ -633,9 +647,10 @@ func (x *LexicalIndex) prepare(f Filter) *LexSet {
 	return s
 }
 
-func (s *LexSet) has(num uint32, d *lexDoc) bool {
+// has says doc num is in the set. Call with the index's mu held.
+func (s *LexSet) has(num uint32) bool {
 	if s.all {
-		return d.id != "" && d.tenant == s.tenant
+		return s.x.tenantOf[num] == s.tenant
 	}
 	return int(num/64) < len(s.bits) && s.bits[num/64]&(1<<(num%64)) != 0
 }
@@ -716,8 +731,16 @@ func (x *LexicalIndex) queryTerms(dst []queryTerm, parts []WeightedText) []query
 	return terms
 }
 
-// searchTerms is search of a query analysed by queryTerms.
+// searchTerms is search of a query analysed by queryTerms. It reads less
+// than every posting where it can (scorePruned), with the answers of the
+// exhaustive walk (scoreAll), bit for bit.
 func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names bool) ([]Hit, error) {
+	return x.searchTermsBy(dst, terms, set, f, limit, names, lexAdaptive)
+}
+
+// searchTermsBy is searchTerms scoring as mode says (the tests compare
+// the modes).
+func (x *LexicalIndex) searchTermsBy(dst []Hit, terms []queryTerm, set *LexSet, f Filter, limit int, names bool, mode lexMode) ([]Hit, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("lexical search: negative limit %d", limit)
 	}
@@ -733,63 +756,19 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 	if set.empty || set.n == 0 {
 		return nil, nil
 	}
-	n := float64(set.n)
-
-	// Per term: walk its postings once, keeping the candidates, with the
-	// length-normalised, boosted frequency summed over fields in the fixed
-	// field order (so the floating-point sums, and the scores, are the same
-	// on every run); the candidates holding it are its exact document
-	// frequency. Then add each holder's saturated, IDF-weighted share.
 	acc := getLexAcc(len(x.docs))
 	defer putLexAcc(acc)
-	coverTotal, evidenceTotal := 0.0, 0.0
-	for _, t := range terms {
-		coverTotal += t.cover
+	top := lexTop{limit: limit, heap: acc.heap[:0], items: acc.top[:0]}
+	var coverTotal, evidenceTotal float64
+	if x.prunable(terms, set, limit, mode) {
+		coverTotal, evidenceTotal, _ = x.scorePruned(acc, &top, terms, set, mode)
+	} else {
+		coverTotal, evidenceTotal = x.scoreAll(acc, &top, terms, set)
 	}
-	buf := acc.held
-	for _, t := range terms {
-		buf = buf[:0]
-		var ps []posting
-		if no, ok := x.termNo[string(t.term)]; ok {
-			ps = x.postings[no]
-		}
-		for _, p := range ps {
-			d := &x.docs[p.doc]
-			if !set.has(p.doc, d) {
-				continue
-			}
-			tf, mask := x.postingTF(p.tf, d, &set.avg)
-			if tf > 0 {
-				buf = append(buf, lexHeld{p.doc, tf})
-				acc.fields[p.doc] |= mask
-			}
-		}
-		df := float64(len(buf))
-		idfOne := math.Log(1 + (n-df+0.5)/(df+0.5))
-		idf := t.qtf * idfOne
-		evidenceTotal += t.cover * idfOne
-		for _, h := range buf {
-			if !acc.seen[h.doc] {
-				acc.seen[h.doc] = true
-				acc.touched = append(acc.touched, h.doc)
-			}
-			acc.score[h.doc] += idf * h.tf / (bm25K1 + h.tf)
-			acc.matched[h.doc] += t.cover
-			acc.evidence[h.doc] += t.cover * idfOne
-		}
-	}
-
-	acc.held = buf // kept for the next search
 
 	// The best limit, score descending then ID ascending.
-	top := lexTop{limit: limit, items: acc.top[:0]}
-	for _, num := range acc.touched {
-		if s := acc.score[num]; s > 0 {
-			top.offer(num, s, x.docs[num].id)
-		}
-	}
-	winners := top.sortedInPlace()
-	acc.top = top.items
+	acc.heap, acc.top = top.heap, top.items
+	winners := top.best(x.docs)
 	hits := slices.Grow(dst[:0], len(winners))[:len(winners)]
 	for i, w := range winners {
 		hits[i] = Hit{ID: x.docs[w.num].id, key: x.docs[w.num].key, Score: w.score, mask: acc.fields[w.num],
@@ -799,6 +778,71 @@ func (x *LexicalIndex) searchTerms(dst []Hit, terms []queryTerm, set *LexSet, f 
 		}
 	}
 	return hits, nil
+}
+
+// scoreAll scores every candidate holding a query term and offers it to
+// top, leaving its matched fields, coverage and evidence in acc; it returns
+// the totals the last two are shares of. Call with x.mu held.
+func (x *LexicalIndex) scoreAll(acc *lexAcc, top *lexTop, terms []queryTerm, set *LexSet) (coverTotal, evidenceTotal float64) {
+	n := float64(set.n)
+	// Per term: walk its postings once, keeping the candidates, with the
+	// length-normalised, boosted frequency summed over fields in the fixed
+	// field order (so the floating-point sums, and the scores, are the same
+	// on every run); the candidates holding it are its exact document
+	// frequency. Then add each holder's saturated, IDF-weighted share.
+	for _, t := range terms {
+		coverTotal += t.cover
+	}
+	for _, t := range terms {
+		var ps []posting
+		if no, ok := x.termNo[string(t.term)]; ok {
+			ps = x.postings[no]
+		}
+		acc.held = x.holders(acc.held[:0], ps, set, acc, &lexBar{})
+		df := float64(len(acc.held))
+		idfOne := math.Log(1 + (n-df+0.5)/(df+0.5))
+		evidenceTotal += t.cover * idfOne
+		acc.credit(t.qtf*idfOne, t.cover, idfOne)
+	}
+
+	for _, num := range acc.touched {
+		if s := acc.score[num]; s > 0 {
+			top.offer(num, s)
+		}
+	}
+	return coverTotal, evidenceTotal
+}
+
+// holders appends to buf the docs of postings ps in set that bar lets
+// through, with their postingTF, and marks their matched fields in acc.
+// Call with x.mu held.
+func (x *LexicalIndex) holders(buf []lexHeld, ps []posting, set *LexSet, acc *lexAcc, bar *lexBar) []lexHeld {
+	for _, p := range ps {
+		if !bar.lets(p.doc) || !set.has(p.doc) {
+			continue
+		}
+		tf, mask := x.postingTF(p.tf, &x.docs[p.doc], &set.avg)
+		if tf > 0 {
+			buf = append(buf, lexHeld{p.doc, tf})
+			acc.fields[p.doc] |= mask
+		}
+	}
+	return buf
+}
+
+// credit adds to the docs of acc.held (holders of a term) the term's
+// saturated, IDF-weighted share (idf: its query weight times idfOne), its
+// weight in the coverage and in the evidence.
+func (acc *lexAcc) credit(idf, cover, idfOne float64) {
+	for _, h := range acc.held {
+		if !acc.seen[h.doc] {
+			acc.seen[h.doc] = true
+			acc.touched = append(acc.touched, h.doc)
+		}
+		acc.score[h.doc] += idf * h.tf / (bm25K1 + h.tf)
+		acc.matched[h.doc] += cover
+		acc.evidence[h.doc] += cover * idfOne
+	}
 }
 
 // postingTF is a posting's length-normalised, boosted frequency summed
@@ -860,10 +904,13 @@ type lexAcc struct {
 	seen                     []bool
 	touched                  []uint32
 
-	// held and top are the scratch of a search: one term's holders, the
-	// heap of the best docs.
+	// held, top and heap are the scratch of a search: one term's
+	// holders, the best docs and their scores' heap (lexTop).
 	held []lexHeld
 	top  []lexScored
+	heap []float64
+	// The scratch of a pruned search (scorePruned).
+	prune lexPruneScratch
 }
 
 // lexHeld is a candidate holding a term, with its boosted term frequency.
@@ -891,89 +938,93 @@ func putLexAcc(a *lexAcc) {
 	a.touched = a.touched[:0]
 	clear(a.top) // the IDs it held
 	a.held, a.top = a.held[:0], a.top[:0]
+	a.prune.reset()
 	lexAccPool.Put(a)
 }
 
-// lexTop keeps the best limit docs seen: a heap whose root is the worst
-// kept (lowest score, then greatest ID).
+// lexTop keeps the best limit docs offered: score descending, then ID
+// ascending. While offers come it orders scores only (a heap of the best
+// limit, whose least is the bar), keeping the docs that reached the bar
+// when offered and are not under it since; IDs are compared at the end
+// (best), among the docs over the final bar and those tied at it. Exact:
+// the final bar is the limit-th best score, and each doc at or over it was
+// at or over the bar of its time, which only rises.
 type lexTop struct {
 	limit int
-	items []lexScored
+	heap  []float64   // a min-heap of the best limit scores offered
+	items []lexScored // the docs that reached the bar when offered
+	// trim is the length of items at which those under the bar are dropped.
+	trim int
 }
 
 type lexScored struct {
 	num   uint32
 	score float64
-	id    string
+	id    string // set by best
 }
 
-// better orders by score descending, then ID ascending.
-func (a lexScored) better(b lexScored) bool {
-	if a.score != b.score {
-		return a.score > b.score
-	}
-	return a.id < b.id
-}
-
-func (t *lexTop) offer(num uint32, score float64, id string) {
-	s := lexScored{num, score, id}
-	if len(t.items) < t.limit {
-		t.items = append(t.items, s)
-		t.up(len(t.items) - 1)
+// offer offers a doc with its score.
+func (t *lexTop) offer(num uint32, score float64) {
+	h := t.heap
+	switch {
+	case len(h) < t.limit:
+		h = append(h, score)
+		for i := len(h) - 1; i > 0 && h[(i-1)/2] > h[i]; i = (i - 1) / 2 {
+			h[(i-1)/2], h[i] = h[i], h[(i-1)/2]
+		}
+		t.heap = h
+	case score < h[0]:
 		return
+	case score > h[0]:
+		h[0] = score
+		for i := 0; ; {
+			least, l, r := i, 2*i+1, 2*i+2
+			if l < len(h) && h[l] < h[least] {
+				least = l
+			}
+			if r < len(h) && h[r] < h[least] {
+				least = r
+			}
+			if least == i {
+				break
+			}
+			h[i], h[least] = h[least], h[i]
+			i = least
+		}
 	}
-	if !s.better(t.items[0]) {
-		return
-	}
-	t.items[0] = s
-	t.down(0)
-}
-
-func (t *lexTop) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if t.items[p].better(t.items[i]) { // the child is worse: it goes up
-
-			t.items[p], t.items[i] = t.items[i], t.items[p]
-			i = p
-			continue
-		}
-		break
-	}
-}
-
-func (t *lexTop) down(i int) {
-	n := len(t.items)
-	for {
-		worst, l, r := i, 2*i+1, 2*i+2
-		if l < n && t.items[worst].better(t.items[l]) {
-			worst = l
-		}
-		if r < n && t.items[worst].better(t.items[r]) {
-			worst = r
-		}
-		if worst == i {
-			return
-		}
-		t.items[i], t.items[worst] = t.items[worst], t.items[i]
-		i = worst
+	t.items = append(t.items, lexScored{num: num, score: score})
+	if len(t.items) >= max(t.trim, 2*t.limit) {
+		// The heap is full: drop the docs under its bar.
+		bar := t.heap[0]
+		t.items = slices.DeleteFunc(t.items, func(s lexScored) bool { return s.score < bar })
+		t.trim = 2 * len(t.items)
 	}
 }
 
-// sortedInPlace orders the kept docs best first, in the heap's own array
-// (the heap is spent).
-func (t *lexTop) sortedInPlace() []lexScored {
+// bar is the score a doc must reach to be kept, once limit docs were
+// offered (full).
+func (t *lexTop) bar() (score float64, full bool) {
+	if len(t.heap) < t.limit {
+		return 0, false
+	}
+	return t.heap[0], true
+}
+
+// best orders the best limit docs best first, in the kept docs' own array
+// (t is spent), with their IDs from docs: those under the final bar are
+// dropped, so IDs are compared among the best and those tied at the bar.
+func (t *lexTop) best(docs []lexDoc) []lexScored {
 	out := t.items
+	if bar, full := t.bar(); full {
+		out = slices.DeleteFunc(out, func(s lexScored) bool { return s.score < bar })
+	}
+	for i := range out {
+		out[i].id = docs[out[i].num].id
+	}
 	slices.SortFunc(out, func(a, b lexScored) int {
-		if a.better(b) {
-			return -1
-		}
-		if b.better(a) {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.id, b.id))
 	})
-	return out
+	return out[:min(len(out), t.limit)]
 }
 
 // SplitIdentifiers rewrites identifiers in s as lower-case words: `_`, `-`,

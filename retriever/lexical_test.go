@@ -567,12 +567,12 @@ func BenchmarkLexicalSearch(b *testing.B) {
 		{"ids5000", Filter{Tenant: "acme", IDs: ids}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			for b.Loop() {
+			TimedLoop(b, func() {
 				hits, err := x.Search(q, bc.f, 20)
 				if err != nil || len(hits) != 20 {
 					b.Fatalf("hits %d, err %v", len(hits), err)
 				}
-			}
+			})
 		})
 	}
 }

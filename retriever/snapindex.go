@@ -31,7 +31,11 @@ func (x *LexicalIndex) writeSnapshot(w *snapWriter) {
 	for i := range x.docs {
 		d := &x.docs[i]
 		w.str(d.id)
-		w.uint(uint64(d.tenant))
+		tenant := x.tenantOf[i]
+		if d.id == "" {
+			tenant = 0 // as before tenantOf: a dead doc's was zero
+		}
+		w.uint(uint64(tenant))
 		for f := range x.fields {
 			w.uint(uint64(d.n[f]))
 		}
@@ -99,14 +103,17 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	}
 	nd := r.count(2 + nf)
 	docs = make([]lexDoc, nd)
+	tenantOf := make([]uint32, nd)
 	for i := range docs {
 		d := &docs[i]
-		d.id, d.tenant = r.str(), uint32(r.uint())
+		d.id, tenantOf[i] = r.str(), uint32(r.uint())
 		for f := range nf {
 			d.n[f] = int32(r.uint())
 		}
-		if d.id != "" {
-			if _, ok := byNo[d.tenant]; !ok {
+		if d.id == "" {
+			tenantOf[i] = lexNoTenant
+		} else {
+			if _, ok := byNo[tenantOf[i]]; !ok {
 				r.fail()
 			}
 			byID[d.id] = uint32(i)
@@ -125,7 +132,7 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 			r.fail()
 		}
 		ps := make([]posting, r.count(2))
-		doc := uint32(0)
+		doc, bound := uint32(0), lexTF(0)
 		for j := range ps {
 			doc += uint32(r.uint())
 			mask := r.uint()
@@ -140,11 +147,13 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 				}
 			}
 			ps[j] = posting{doc: doc, tf: y.packTF(&tf)}
+			bound = raiseBound(bound, &tf)
 		}
 		if r.err != nil {
 			break
 		}
-		y.postings[y.term(term)] = ps
+		no := y.term(term)
+		y.postings[no], y.bound[no] = ps, bound
 	}
 	if r.err != nil {
 		return r.err
@@ -179,10 +188,10 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 		if d.id == "" {
 			continue
 		}
-		name := byNo[d.tenant]
+		name := byNo[tenantOf[i]]
 		t := tenants[name]
 		if t == nil {
-			t = &lexTenant{no: d.tenant}
+			t = &lexTenant{no: tenantOf[i]}
 			tenants[name] = t
 		}
 		t.docs++
@@ -193,8 +202,8 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.version++
-	x.docs, x.free, x.byID, x.tenants, x.tenantNo = docs, free, byID, tenants, tenantNo
-	x.termNo, x.termName, x.postings, x.freeTerms, x.wide, x.freeWide = y.termNo, y.termName, y.postings, nil, y.wide, nil
+	x.docs, x.tenantOf, x.free, x.byID, x.tenants, x.tenantNo = docs, tenantOf, free, byID, tenants, tenantNo
+	x.termNo, x.termName, x.postings, x.bound, x.freeTerms, x.wide, x.freeWide = y.termNo, y.termName, y.postings, y.bound, nil, y.wide, nil
 	return nil
 }
 
