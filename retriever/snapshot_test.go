@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -194,4 +195,55 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSnapshotFloatsStayOffResidentMemory: after a restart from a snapshot
+// and answers whose quantised scans re-rank rows of it, no page of the
+// snapshot's float vectors is resident in the process: the re-rank reads
+// the rows it scores from the file (a fault on the mapping would map the
+// whole page-cache folio around the row), while the codes every scan reads
+// are (which shows the count sees mapped pages). A row written since the
+// load (a card replaced) is a private copy in the mapping: at most the two
+// pages it spans. Linux only, where the page table is readable
+// (/proc/self/pagemap); mincore would not do, as it reports the page cache,
+// which holds the whole file after the load's checksum read.
+func TestSnapshotFloatsStayOffResidentMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the page table from /proc/self/pagemap, which only Linux has")
+	}
+	ctx := context.Background()
+	dir, st, cs := synthStore(t, 1000, 4)
+	emb := embed.MustBuiltin()
+	snap := filepath.Join(dir, "retriever.snap")
+	r, _ := openLogged(t, st, emb, snap)
+	must(t, r.Close())
+	r, logs := openLogged(t, st, emb, snap)
+	defer r.Close()
+	if !strings.Contains(logs, "snapshot loaded") {
+		t.Fatalf("snapshot not loaded; log:\n%s", logs)
+	}
+	resident := func(written int) {
+		t.Helper()
+		kept := retriever.KeptRows(r)
+		answers(t, r)
+		floats, codes, err := retriever.ResidentPages(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if retriever.KeptRows(r) == kept {
+			t.Fatal("the answers re-ranked no row")
+		}
+		if codes == 0 {
+			t.Fatal("no page of the codes the scans read is resident: the count does not see mapped pages")
+		}
+		if floats > 2*written {
+			t.Errorf("%d pages of the mapped floats are resident after answers re-ranked %d rows, with %d rows written since the load", floats, retriever.KeptRows(r), written)
+		}
+	}
+	resident(0)
+	changed := cs[7]
+	changed.Summary = "a summary replaced after the restart"
+	put(t, st, changed)
+	must(t, r.Sync(ctx))
+	resident(1)
 }

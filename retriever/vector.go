@@ -21,7 +21,7 @@ type MemoryVectors struct {
 	rows    map[string]vecRow // id → its tenant and row there
 	version uint64            // counts mutations: a VecSet of another version is stale
 
-	mapped  []byte        // the snapshot file the floats of loaded tenants are mapped from (release)
+	snap    *snapFile     // the snapshot the vectors of loaded tenants are windows of (release)
 	scratch sync.Pool     // *quantScratch
 	kept    atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
 }
@@ -50,7 +50,8 @@ type vecRow struct {
 	i int32
 }
 
-// setRow quantises row i (whose floats are in place) into codes and quant.
+// setRow quantises row i (whose floats were just written in place) into
+// codes and quant.
 func (t *tenantVectors) setRow(i, dim int, wasWild bool) {
 	q, ok := quantizeRow(t.vecs.row(i), t.codes.row(i))
 	if wasWild {
@@ -92,7 +93,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	if old, ok := m.rows[id]; ok {
 		if old.t.name == tenant {
 			i := int(old.i)
-			copy(old.t.vecs.row(i), vec)
+			old.t.vecs.set(i, vec)
 			old.t.setRow(i, m.dim, old.t.isWild(i))
 			return nil
 		}
@@ -100,7 +101,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	}
 	t := m.tenants[tenant]
 	if t == nil {
-		t = &tenantVectors{name: tenant, vecs: floatRows{width: m.dim}, codes: codeRows{width: quantPad(m.dim)}}
+		t = &tenantVectors{name: tenant, vecs: floatRows{rows: rows[float32]{width: m.dim}}, codes: codeRows{width: quantPad(m.dim)}}
 		m.tenants[tenant] = t
 	}
 	i := len(t.ids)
@@ -138,7 +139,7 @@ func (m *MemoryVectors) deleteLocked(id string) {
 		t.ids[i] = moved
 		t.keys[i] = t.keys[last]
 		m.rows[moved] = vecRow{t, int32(i)}
-		copy(t.vecs.row(i), t.vecs.row(last))
+		t.vecs.move(i, last)
 		copy(t.codes.row(i), t.codes.row(last))
 		t.quant[i] = t.quant[last]
 	}
@@ -270,11 +271,10 @@ func (s *VecSet) rowCount() int {
 	return len(s.tenant.ids)
 }
 
-// scoreRow is the exact scan's score of row i: dotF32, or dotSparse of the
+// scoreRow is the exact scan's score of a row: dotF32, or dotSparse of the
 // query's non-zero dimensions nz (the same value to the bit) when they are
 // fewer than half.
-func (m *MemoryVectors) scoreRow(t *tenantVectors, query []float32, nz []int32, i int) float64 {
-	row := t.vecs.row(i)
+func scoreRow(query []float32, nz []int32, row []float32) float64 {
 	if nz != nil {
 		return dotSparse(query, nz, row)
 	}
@@ -300,18 +300,21 @@ func sparseDims(query []float32) []int32 {
 	return nz
 }
 
-// scanExact scores every row of the set with the exact score.
+// scanExact scores every row of the set with the exact score. It reads
+// every row, a snapshot's through its mapping (unlike the re-rank's few,
+// floatRows): it scans a tenant of at most k rows, rows the bound does not
+// cover, or is the reference scan.
 func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int) []Hit {
 	t := set.tenant
 	nz := sparseDims(query)
 	top := rowTop{k: k, ids: t.ids, keys: t.keys, heap: make([]scoredRow, 0, min(k, set.rowCount()))}
 	if set.rows == nil {
 		for i := range t.ids {
-			top.offer(int32(i), m.scoreRow(t, query, nz, i))
+			top.offer(int32(i), scoreRow(query, nz, t.vecs.row(i)))
 		}
 	} else {
 		for _, i := range set.rows {
-			top.offer(i, m.scoreRow(t, query, nz, int(i)))
+			top.offer(i, scoreRow(query, nz, t.vecs.row(int(i))))
 		}
 	}
 	return top.hits(dst)
@@ -325,6 +328,7 @@ type quantScratch struct {
 	tau  float64
 	keep []keptRow
 	top  []scoredRow
+	row  []float32 // a row read by the re-rank
 }
 
 type keptRow struct {
@@ -400,13 +404,17 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 // exact score cannot enter, nor can any with a lower bound. The rows come
 // off a heap by upper bound, so that only the ones re-ranked are put in
 // order (rows of equal bounds may come in any order: a row passed over is
-// in no top k whatever came before it).
+// in no top k whatever came before it). A row a snapshot's file holds is
+// read from it into sc.row (floatRows.read).
 func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *tenantVectors, k int) []Hit {
 	keep := slices.DeleteFunc(sc.keep, func(kr keptRow) bool { return kr.hi < sc.tau })
 	for i := len(keep)/2 - 1; i >= 0; i-- {
 		siftKept(keep, i)
 	}
 	nz := sparseDims(query)
+	if t.vecs.snap != nil && len(sc.row) < m.dim {
+		sc.row = make([]float32, m.dim)
+	}
 	top := rowTop{k: k, ids: t.ids, keys: t.keys, heap: sc.top[:0]}
 	scored := 0
 	for n := len(keep); n > 0; n-- {
@@ -414,7 +422,7 @@ func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *
 		if len(top.heap) == k && kr.hi < top.heap[0].score {
 			break
 		}
-		top.offer(kr.row, m.scoreRow(t, query, nz, int(kr.row)))
+		top.offer(kr.row, scoreRow(query, nz, t.vecs.read(int(kr.row), sc.row)))
 		scored++
 		keep[0] = keep[n-1]
 		siftKept(keep[:n-1], 0)
