@@ -68,3 +68,17 @@ func KeptRows(r *Retriever) uint64 {
 	mi, _ := r.vec.(memoryIndex)
 	return mi.m.KeptRows()
 }
+
+// FloatMapMax is floatMapMax.
+const FloatMapMax = floatMapMax
+
+// WithFloatMapMax sets the float bytes up to which a snapshot's tenant
+// reads its floats through the mapping (floatMapMax; 0: every tenant reads
+// them from the file).
+func WithFloatMapMax(n int64) Option {
+	return func(r *Retriever) {
+		if mi, ok := r.vec.(memoryIndex); ok {
+			mi.m.floatMapMax = n
+		}
+	}
+}

@@ -206,17 +206,39 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 // mapping, so that scanning them maps no float (floatRows).
 const snapFloatAlign = 2 << 20
 
+// floatMapMax is the most float bytes of a snapshot's tenant that are read
+// through the mapping like its codes: a re-rank of k ≥ 200 scattered rows
+// maps nearly every folio of a region of a couple of folios anyway, and
+// reading its rows from the file (a system call each, ~1 µs) would cost
+// such a tenant more than the rest of its answer. A larger tenant's floats
+// are read from the file (floatRows).
+const floatMapMax = 2 * snapFloatAlign
+
+// readsFloatsFromFile says a snapshot's tenant of n rows has its floats
+// read from the file rather than through the mapping (floatMapMax).
+func (m *MemoryVectors) readsFloatsFromFile(n int) bool {
+	return 4*int64(n)*int64(m.dim) > m.floatMapMax
+}
+
 // writeSnapshot writes every tenant's IDs, codes and their quantisations,
 // then, from a multiple of snapFloatAlign on, every tenant's float vectors
-// in the same order.
+// in the same order: first the tenants whose floats are read from the
+// file, so that a folio the others map holds at most one of their rows'
+// neighbours (readsFloatsFromFile).
 func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	w.uint(uint64(m.dim))
 	w.uint(uint64(len(m.tenants)))
 	ts := make([]*tenantVectors, 0, len(m.tenants))
-	for _, t := range m.tenants {
-		ts = append(ts, t)
+	for _, fromFile := range []bool{true, false} {
+		for _, t := range m.tenants {
+			if m.readsFloatsFromFile(len(t.ids)) == fromFile {
+				ts = append(ts, t)
+			}
+		}
+	}
+	for _, t := range ts {
 		w.str(t.name)
 		w.uint(uint64(len(t.ids)))
 		for _, id := range t.ids {
@@ -303,8 +325,8 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 // placeFloats gives the tenants read by readSnapshot their float vectors,
 // codes and quantisations from the checked snapshot file f: a private
 // mapping of it where the system has one (mapFile), kept open beside it for
-// the float rows a re-rank reads (floatRows), else copies read into the
-// heap. Either way the tenant's rows are windows of one flat array
+// the float rows a re-rank reads of the tenants that read them from the
+// file (floatRows, readsFloatsFromFile), else copies read into the heap. Either way the tenant's rows are windows of one flat array
 // (fromFlat); its quantisations are one slice (whose capacity is its
 // length: a mapped one is copied to the heap at the tenant's next new
 // vector). It closes f unless it keeps it (release closes it then).
@@ -325,7 +347,10 @@ func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 				codes = unsafe.Slice((*int8)(unsafe.Pointer(&data[g.codesAt])), g.n*pad)
 				quant = unsafe.Slice((*rowQuant)(unsafe.Pointer(&data[g.quantAt])), g.n)
 			}
-			g.t.vecs, g.t.codes = mapFloats(m.snap, m.dim, g.n, floats), fromFlat(pad, g.n, codes)
+			g.t.vecs, g.t.codes = floatRows{rows: fromFlat(m.dim, g.n, floats)}, fromFlat(pad, g.n, codes)
+			if m.readsFloatsFromFile(g.n) {
+				g.t.vecs = mapFloats(m.snap, m.dim, g.n, floats)
+			}
 			g.t.setQuant(quant)
 		}
 		return nil

@@ -75,17 +75,21 @@ func TestSnapshotRestart(t *testing.T) {
 		t.Fatal("a retriever with a snapshot path answers differently from one without")
 	}
 
-	// Loaded: the same answers, and no vector read from the store.
-	counting := &readsCountingStore{Store: st}
-	r, logs := openLogged(t, counting, emb, snap)
-	if !strings.Contains(logs, "snapshot loaded") || counting.embeddings.Load() != 0 {
-		t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.embeddings.Load(), logs)
-	}
-	if got := answers(t, r); got != want {
-		t.Fatal("answers after loading the snapshot differ")
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
+	// Loaded: the same answers, and no vector read from the store, whether
+	// the re-rank reads the floats through the mapping (a tenant this
+	// small) or from the file; each Close writes the snapshot again.
+	for _, opts := range [][]retriever.Option{nil, {retriever.WithFloatMapMax(0)}} {
+		counting := &readsCountingStore{Store: st}
+		r, logs := openLogged(t, counting, emb, snap, opts...)
+		if !strings.Contains(logs, "snapshot loaded") || counting.embeddings.Load() != 0 {
+			t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.embeddings.Load(), logs)
+		}
+		if got := answers(t, r); got != want {
+			t.Fatal("answers after loading the snapshot differ")
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	good, err := os.ReadFile(snap)
@@ -141,9 +145,10 @@ func TestSnapshotRestart(t *testing.T) {
 }
 
 // TestSnapshotThenChanges: a view loaded from a snapshot (its floats
-// mapped from the file) takes later changes — replaced, deleted and new
-// cards, in a tenant of the snapshot — and answers as a view built from the
-// store; its own Close writes the next snapshot over the mapped one.
+// mapped from the file, and read through the mapping or from the file)
+// takes later changes — replaced, deleted and new cards, in a tenant of the
+// snapshot — and answers as a view built from the store; its own Close
+// writes the next snapshot over the mapped one.
 func TestSnapshotThenChanges(t *testing.T) {
 	ctx := context.Background()
 	dir, st, cs := synthStore(t, 600, 8)
@@ -154,8 +159,12 @@ func TestSnapshotThenChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, r.Close())
-	for round := range 2 {
-		r, err := retriever.New(ctx, st, emb, nil, snap)
+	for round := range 4 {
+		mapMax := int64(retriever.FloatMapMax)
+		if round%2 == 1 { // read the floats from the file
+			mapMax = 0
+		}
+		r, err := retriever.New(ctx, st, emb, nil, snap, retriever.WithFloatMapMax(mapMax))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,8 +221,10 @@ func TestSnapshotFloatsStayOffResidentMemory(t *testing.T) {
 		t.Skip("reads the page table from /proc/self/pagemap, which only Linux has")
 	}
 	ctx := context.Background()
-	dir, st, cs := synthStore(t, 1000, 4)
 	emb := embed.MustBuiltin()
+	// A tenant whose floats are more than FloatMapMax bytes: the re-rank
+	// reads them from the file.
+	dir, st, cs := synthStore(t, int(retriever.FloatMapMax/(4*int64(emb.Dim())))+500, 4)
 	snap := filepath.Join(dir, "retriever.snap")
 	r, _ := openLogged(t, st, emb, snap)
 	must(t, r.Close())

@@ -21,9 +21,10 @@ type MemoryVectors struct {
 	rows    map[string]vecRow // id → its tenant and row there
 	version uint64            // counts mutations: a VecSet of another version is stale
 
-	snap    *snapFile     // the snapshot the vectors of loaded tenants are windows of (release)
-	scratch sync.Pool     // *quantScratch
-	kept    atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
+	snap        *snapFile     // the snapshot the vectors of loaded tenants are windows of (release)
+	floatMapMax int64         // floatMapMax (tests lower it)
+	scratch     sync.Pool     // *quantScratch
+	kept        atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
 }
 
 // tenantVectors holds one tenant's vectors densely: row i of vecs (dim
@@ -70,9 +71,10 @@ func (t *tenantVectors) isWild(i int) bool { return math.IsInf(float64(t.quant[i
 // NewMemoryVectors returns an empty store for vectors of length dim.
 func NewMemoryVectors(dim int) *MemoryVectors {
 	return &MemoryVectors{
-		dim:     dim,
-		tenants: make(map[string]*tenantVectors),
-		rows:    make(map[string]vecRow),
+		dim:         dim,
+		floatMapMax: floatMapMax,
+		tenants:     make(map[string]*tenantVectors),
+		rows:        make(map[string]vecRow),
 	}
 }
 
