@@ -207,11 +207,11 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 const snapFloatAlign = 2 << 20
 
 // floatMapMax is the most float bytes of a snapshot's tenant that are read
-// through the mapping like its codes: a re-rank of k ≥ 200 scattered rows
-// maps nearly every folio of a region of a couple of folios anyway, and
-// reading its rows from the file (a system call each, ~1 µs) would cost
-// such a tenant more than the rest of its answer. A larger tenant's floats
-// are read from the file (floatRows).
+// through the mapping like its codes: a query's re-rank of some LegDepth
+// (200) scattered rows maps nearly every folio of a region of a couple of
+// folios anyway, and reading them from the file (a system call each, about
+// 1 µs) would cost such a tenant's answer more than the rest of it. A
+// larger tenant's floats are read from the file (floatRows).
 const floatMapMax = 2 * snapFloatAlign
 
 // readsFloatsFromFile says a snapshot's tenant of n rows has its floats
