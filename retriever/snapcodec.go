@@ -39,13 +39,11 @@ func (s *snapWriter) bytes(b []byte) {
 	_, s.err = s.w.Write(b)
 }
 
-// align pads with zeros to a multiple of k bytes (so that the float32s
-// written next can be used in place from a mapping of the file, k = 4).
-func (s *snapWriter) align(k int64) {
-	var zero [4096]byte
-	for n := (k - s.pos%k) % k; n > 0; n -= min(n, int64(len(zero))) {
-		s.bytes(zero[:min(n, int64(len(zero)))])
-	}
+// align4 pads with zeros to a multiple of 4 bytes, so that the float32s
+// written next can be used in place from a mapping of the file.
+func (s *snapWriter) align4() {
+	var zero [4]byte
+	s.bytes(zero[:(4-s.pos%4)%4])
 }
 
 func (s *snapWriter) uint(v uint64) { s.bytes(binary.AppendUvarint(s.buf[:0], v)) }
@@ -165,10 +163,10 @@ func (r *snapReader) want(n int) bool {
 	return r.end >= n
 }
 
-// align skips the writer's padding to a multiple of k bytes.
-func (r *snapReader) align(k int64) {
+// align4 skips the writer's padding to a multiple of 4 bytes.
+func (r *snapReader) align4() {
 	pos := r.body - r.left
-	r.skip((k - pos%k) % k)
+	r.skip((4 - pos%4) % 4)
 }
 
 // skip reads past n bytes (into the checksum), returning their offset in

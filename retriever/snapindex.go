@@ -200,19 +200,14 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	return nil
 }
 
-// snapFloatAlign aligns the snapshot's float section in the file: a page-
-// cache folio (at most 2 MiB, PMD-sized, on x86-64 Linux) then never holds
-// both floats and the codes or quantisations a scan reads through the
-// mapping, so that scanning them maps no float (floatRows).
-const snapFloatAlign = 2 << 20
-
 // floatMapMax is the most float bytes of a snapshot's tenant that are read
-// through the mapping like its codes: a query's re-rank of some LegDepth
-// (200) scattered rows maps nearly every folio of a region of a couple of
-// folios anyway, and reading them from the file (a system call each, about
-// 1 µs) would cost such a tenant's answer more than the rest of it. A
-// larger tenant's floats are read from the file (floatRows).
-const floatMapMax = 2 * snapFloatAlign
+// through the mapping like its codes: a fault on the mapping maps the
+// whole page-cache folio around it (up to 2 MiB), so a query's re-rank of
+// some LegDepth (200) scattered rows maps nearly all of a region of a
+// couple of folios anyway, and reading them from the file (a system call
+// each, about 1 µs) would cost such a tenant's answer more than the rest of
+// it. A larger tenant's floats are read from the file (floatRows).
+const floatMapMax = 4 << 20
 
 // readsFloatsFromFile says a snapshot's tenant of n rows has its floats
 // read from the file rather than through the mapping (floatMapMax).
@@ -221,10 +216,11 @@ func (m *MemoryVectors) readsFloatsFromFile(n int) bool {
 }
 
 // writeSnapshot writes every tenant's IDs, codes and their quantisations,
-// then, from a multiple of snapFloatAlign on, every tenant's float vectors
-// in the same order: first the tenants whose floats are read from the
-// file, so that a folio the others map holds at most one of their rows'
-// neighbours (readsFloatsFromFile).
+// then every tenant's float vectors in the same order: the floats after all
+// that the scans read through the mapping, and first the tenants whose
+// floats are read from the file, so that the folios mapped around theirs
+// are two at most (one holding the last quantisations, which the load
+// reads, one the first floats read through the mapping).
 func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -244,7 +240,7 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 		for _, id := range t.ids {
 			w.str(id)
 		}
-		w.align(4)
+		w.align4()
 		for _, c := range t.codes.chunks {
 			w.int8s(c)
 		}
@@ -255,7 +251,7 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 			w.f32(q.errNI)
 		}
 	}
-	w.align(snapFloatAlign)
+	w.align4()
 	var buf []float32 // a mapped chunk's floats, read from its file
 	for _, t := range ts {
 		for c := range t.vecs.chunks {
@@ -296,7 +292,7 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 			}
 			t.ids[i], rows[id] = id, vecRow{t, int32(i)}
 		}
-		r.align(4)
+		r.align4()
 		g := floatRegion{t: t, n: n}
 		g.codesAt = r.skip(int64(n) * int64(pad))
 		g.quantAt = r.skip(int64(n) * int64(unsafe.Sizeof(rowQuant{})))
@@ -308,7 +304,7 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 			tenants[name] = t
 		}
 	}
-	r.align(snapFloatAlign)
+	r.align4()
 	for i := range regions {
 		regions[i].at = r.skip(4 * int64(regions[i].n) * int64(m.dim))
 	}
