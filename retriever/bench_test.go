@@ -344,8 +344,11 @@ func timedLoop(b *testing.B, op func()) { retriever.TimedLoop(b, op) }
 // the process's peak resident set during the restart (the peak is reset
 // before it, /proc/self/clear_refs). file-rss-B/card is the growth of
 // the part of the resident set backed by files: the snapshot's pages the
-// first answer mapped (its codes, and around the rows it re-ranked), clean
-// pages the kernel may drop and read again.
+// first answer mapped (its codes), clean pages the kernel may drop and read
+// again. Then the restarted retriever answers BenchmarkDiscover's 50
+// queries: later-cpu-ns/op is the CPU of one of those answers (the mean),
+// later-rss-B/card the growth of the resident set (against the same start)
+// once they are answered.
 func BenchmarkRestart(b *testing.B) {
 	ctx := context.Background()
 	emb := embed.MustBuiltin()
@@ -372,9 +375,10 @@ func BenchmarkRestart(b *testing.B) {
 				b.Fatal(err)
 			}
 			req := retriever.Request{Caller: benchCallers()[0], Query: synthQueries(1, 11)[0], TopK: 5}
-			var heap, rss, peak, file float64
+			later := synthQueries(50, 7) // BenchmarkDiscover's
+			var heap, rss, peak, file, laterRSS float64
 			var took []time.Duration
-			var cpu time.Duration
+			var cpu, laterCPU time.Duration
 			i := 0
 			for b.Loop() {
 				b.StopTimer()
@@ -404,6 +408,14 @@ func BenchmarkRestart(b *testing.B) {
 				if r.Len() != n {
 					b.Fatalf("%d cards after the restart, want %d", r.Len(), n)
 				}
+				c0 = processCPU()
+				for _, q := range later {
+					if _, err := r.Discover(ctx, retriever.Request{Caller: req.Caller, Query: q, TopK: 5}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				laterCPU += processCPU() - c0
+				laterRSS += float64(residentBytes()) - float64(rss0)
 				if err := errors.Join(r.Close(), st.Close()); err != nil {
 					b.Fatal(err)
 				}
@@ -421,7 +433,9 @@ func BenchmarkRestart(b *testing.B) {
 				b.ReportMetric(rss/float64(i)/float64(n), "rss-B/card")
 				b.ReportMetric(peak/float64(i)/float64(n), "peak-rss-B/card")
 				b.ReportMetric(file/float64(i)/float64(n), "file-rss-B/card")
+				b.ReportMetric(laterRSS/float64(i)/float64(n), "later-rss-B/card")
 			}
+			b.ReportMetric(float64(laterCPU.Nanoseconds())/float64(i*len(later)), "later-cpu-ns/op")
 			b.ReportMetric(float64(schemaBytes)/float64(n), "schema-B/card")
 			b.ReportMetric(float64(4*emb.Dim()), "vector-B/card")
 		})

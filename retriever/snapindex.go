@@ -2,7 +2,9 @@ package retriever
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -207,23 +209,47 @@ func (x *LexicalIndex) readSnapshot(r *snapReader) error {
 	return nil
 }
 
-// writeSnapshot writes every tenant's rows: IDs, float vectors, codes and
-// their quantisation.
+// floatMapMax is the most float bytes of a snapshot's tenant that are read
+// through the mapping like its codes: a fault on the mapping maps the
+// whole page-cache folio around it (up to 2 MiB), so a query's re-rank of
+// some LegDepth (200) scattered rows maps nearly all of a region of a
+// couple of folios anyway, and reading them from the file (a system call
+// each, about 1 µs) would cost such a tenant's answer more than the rest of
+// it. A larger tenant's floats are read from the file (floatRows).
+const floatMapMax = 4 << 20
+
+// readsFloatsFromFile says a snapshot's tenant of n rows has its floats
+// read from the file rather than through the mapping (floatMapMax).
+func (m *MemoryVectors) readsFloatsFromFile(n int) bool {
+	return 4*int64(n)*int64(m.dim) > m.floatMapMax
+}
+
+// writeSnapshot writes every tenant's IDs, codes and their quantisations,
+// then every tenant's float vectors in the same order: the floats after all
+// that the scans read through the mapping, and first the tenants whose
+// floats are read from the file, so that the folios mapped around theirs
+// are two at most (one holding the last quantisations, which the load
+// reads, one the first floats read through the mapping).
 func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	w.uint(uint64(m.dim))
 	w.uint(uint64(len(m.tenants)))
-	for name, t := range m.tenants {
-		w.str(name)
+	ts := make([]*tenantVectors, 0, len(m.tenants))
+	for _, fromFile := range []bool{true, false} {
+		for _, t := range m.tenants {
+			if m.readsFloatsFromFile(len(t.ids)) == fromFile {
+				ts = append(ts, t)
+			}
+		}
+	}
+	for _, t := range ts {
+		w.str(t.name)
 		w.uint(uint64(len(t.ids)))
 		for _, id := range t.ids {
 			w.str(id)
 		}
 		w.align4()
-		for _, c := range t.vecs.chunks {
-			w.floats(c)
-		}
 		for _, c := range t.codes.chunks {
 			w.int8s(c)
 		}
@@ -232,6 +258,14 @@ func (m *MemoryVectors) writeSnapshot(w *snapWriter) {
 			w.f32(q.codeN)
 			w.f32(q.errN2)
 			w.f32(q.errNI)
+		}
+	}
+	w.align4()
+	var buf []float32 // a mapped chunk's floats, read from its file
+	for _, t := range ts {
+		for c := range t.vecs.chunks {
+			buf = t.vecs.chunk(c, buf)
+			w.floats(buf)
 		}
 	}
 }
@@ -269,7 +303,6 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 		}
 		r.align4()
 		g := floatRegion{t: t, n: n}
-		g.at = r.skip(4 * int64(n) * int64(m.dim))
 		g.codesAt = r.skip(int64(n) * int64(pad))
 		g.quantAt = r.skip(int64(n) * int64(unsafe.Sizeof(rowQuant{})))
 		regions = append(regions, g)
@@ -279,6 +312,10 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 		if n > 0 {
 			tenants[name] = t
 		}
+	}
+	r.align4()
+	for i := range regions {
+		regions[i].at = r.skip(4 * int64(regions[i].n) * int64(m.dim))
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -292,21 +329,22 @@ func (m *MemoryVectors) readSnapshot(r *snapReader) ([]floatRegion, error) {
 
 // placeFloats gives the tenants read by readSnapshot their float vectors,
 // codes and quantisations from the checked snapshot file f: a private
-// mapping of it where the system has one (mapFile), else copies read into
-// the heap. Either way the tenant's rows are windows of one flat array
+// mapping of it where the system has one (mapFile), kept open beside it for
+// the float rows a re-rank reads of the tenants that read them from the
+// file (floatRows, readsFloatsFromFile), else copies read into the heap. Either way the tenant's rows are windows of one flat array
 // (fromFlat); its quantisations are one slice (whose capacity is its
 // length: a mapped one is copied to the heap at the tenant's next new
-// vector).
+// vector). It closes f unless it keeps it (release closes it then).
 func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(regions) == 0 {
-		return nil
+		return f.Close()
 	}
 	pad := quantPad(m.dim)
 	data, err := mapFile(f)
 	if err == nil && nativeLittleEndian {
-		m.mapped = data
+		m.snap = &snapFile{r: f, data: data}
 		for _, g := range regions {
 			floats, codes, quant := []float32{}, []int8{}, []rowQuant{}
 			if g.n > 0 {
@@ -314,11 +352,15 @@ func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 				codes = unsafe.Slice((*int8)(unsafe.Pointer(&data[g.codesAt])), g.n*pad)
 				quant = unsafe.Slice((*rowQuant)(unsafe.Pointer(&data[g.quantAt])), g.n)
 			}
-			g.t.vecs, g.t.codes = fromFlat(m.dim, g.n, floats), fromFlat(pad, g.n, codes)
+			g.t.vecs, g.t.codes = floatRows{rows: fromFlat(m.dim, g.n, floats)}, fromFlat(pad, g.n, codes)
+			if m.readsFloatsFromFile(g.n) {
+				g.t.vecs = mapFloats(m.snap, m.dim, g.n, floats)
+			}
 			g.t.setQuant(quant)
 		}
 		return nil
 	}
+	defer f.Close()
 	if err == nil {
 		_ = unmapFile(data)
 	}
@@ -346,7 +388,7 @@ func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 			f32 := func(k int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(qb[16*i+4*k:])) }
 			quant[i] = rowQuant{scale: f32(0), codeN: f32(1), errN2: f32(2), errNI: f32(3)}
 		}
-		g.t.vecs, g.t.codes = fromFlat(m.dim, g.n, floats), fromFlat(pad, g.n, codes)
+		g.t.vecs, g.t.codes = floatRows{rows: fromFlat(m.dim, g.n, floats)}, fromFlat(pad, g.n, codes)
 		g.t.setQuant(quant)
 	}
 	return nil
@@ -367,17 +409,22 @@ func (t *tenantVectors) setQuant(quant []rowQuant) {
 var _ [unsafe.Sizeof(rowQuant{}) - 16]struct{}
 var _ [16 - unsafe.Sizeof(rowQuant{})]struct{}
 
-// release unmaps the snapshot the vectors were mapped from; the store is
-// empty afterwards. Call when nothing searches it any more (Retriever.Close).
+// release unmaps and closes the snapshot the vectors were mapped from; the
+// store is empty afterwards. Call when nothing searches it any more
+// (Retriever.Close).
 func (m *MemoryVectors) release() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mapped == nil {
+	if m.snap == nil {
 		return nil
 	}
 	m.tenants, m.rows = map[string]*tenantVectors{}, map[string]vecRow{}
 	m.version++
-	data := m.mapped
-	m.mapped = nil
-	return unmapFile(data)
+	snap := m.snap
+	m.snap = nil
+	err := unmapFile(snap.data)
+	if c, ok := snap.r.(io.Closer); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return err
 }

@@ -37,7 +37,7 @@ import (
 // derives from a card).
 const (
 	snapMagic   = "cardex retriever snapshot\n"
-	snapVersion = 2
+	snapVersion = 3
 )
 
 // WithSnapshot keeps a snapshot of the view at path (written by Close,
@@ -181,7 +181,12 @@ func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	placed := false // placeFloats has f: it keeps it or closes it
+	defer func() {
+		if !placed {
+			f.Close()
+		}
+	}()
 	rd, err := newSnapReader(f)
 	if err != nil {
 		return err
@@ -242,6 +247,7 @@ func (r *Retriever) readSnapshot(ctx context.Context, mv *MemoryVectors) error {
 	r.mu.Lock()
 	r.snapServers, r.seq = v.servers, seq
 	r.mu.Unlock()
+	placed = true
 	return mv.placeFloats(f, regions)
 }
 

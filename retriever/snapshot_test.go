@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -74,17 +75,21 @@ func TestSnapshotRestart(t *testing.T) {
 		t.Fatal("a retriever with a snapshot path answers differently from one without")
 	}
 
-	// Loaded: the same answers, and no vector read from the store.
-	counting := &readsCountingStore{Store: st}
-	r, logs := openLogged(t, counting, emb, snap)
-	if !strings.Contains(logs, "snapshot loaded") || counting.embeddings.Load() != 0 {
-		t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.embeddings.Load(), logs)
-	}
-	if got := answers(t, r); got != want {
-		t.Fatal("answers after loading the snapshot differ")
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
+	// Loaded: the same answers, and no vector read from the store, whether
+	// the re-rank reads the floats through the mapping (a tenant this
+	// small) or from the file; each Close writes the snapshot again.
+	for _, opts := range [][]retriever.Option{nil, {retriever.WithFloatMapMax(0)}} {
+		counting := &readsCountingStore{Store: st}
+		r, logs := openLogged(t, counting, emb, snap, opts...)
+		if !strings.Contains(logs, "snapshot loaded") || counting.embeddings.Load() != 0 {
+			t.Fatalf("snapshot not used: %d embeddings read from the store; log:\n%s", counting.embeddings.Load(), logs)
+		}
+		if got := answers(t, r); got != want {
+			t.Fatal("answers after loading the snapshot differ")
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	good, err := os.ReadFile(snap)
@@ -140,9 +145,10 @@ func TestSnapshotRestart(t *testing.T) {
 }
 
 // TestSnapshotThenChanges: a view loaded from a snapshot (its floats
-// mapped from the file) takes later changes — replaced, deleted and new
-// cards, in a tenant of the snapshot — and answers as a view built from the
-// store; its own Close writes the next snapshot over the mapped one.
+// mapped from the file, and read through the mapping or from the file)
+// takes later changes — replaced, deleted and new cards, in a tenant of the
+// snapshot — and answers as a view built from the store; its own Close
+// writes the next snapshot over the mapped one.
 func TestSnapshotThenChanges(t *testing.T) {
 	ctx := context.Background()
 	dir, st, cs := synthStore(t, 600, 8)
@@ -153,8 +159,12 @@ func TestSnapshotThenChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, r.Close())
-	for round := range 2 {
-		r, err := retriever.New(ctx, st, emb, nil, snap)
+	for round := range 4 {
+		mapMax := int64(retriever.FloatMapMax)
+		if round%2 == 1 { // read the floats from the file
+			mapMax = 0
+		}
+		r, err := retriever.New(ctx, st, emb, nil, snap, retriever.WithFloatMapMax(mapMax))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,4 +204,61 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSnapshotFloatsStayOffResidentMemory: after a restart from a snapshot
+// and answers whose quantised scans re-rank rows of it, the pages of the
+// snapshot's float vectors resident in the process are at most one folio
+// (the one they share with the quantisations the load reads; 2 MiB at
+// most), however many rows were re-ranked: the re-rank reads the rows it
+// scores from the file (a fault on the mapping would map the whole
+// page-cache folio around the row). The codes every scan reads are resident
+// (which shows the count sees mapped pages). A row written since the load
+// (a card replaced) is a private copy in the mapping: two more pages at
+// most. Linux only, where the page table is readable (/proc/self/pagemap);
+// mincore would not do, as it reports the page cache, which holds the whole
+// file after the load's checksum read.
+func TestSnapshotFloatsStayOffResidentMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the page table from /proc/self/pagemap, which only Linux has")
+	}
+	ctx := context.Background()
+	emb := embed.MustBuiltin()
+	// A tenant whose floats are more than FloatMapMax bytes: the re-rank
+	// reads them from the file, and no scan of it is exact for being
+	// cheaper (exactCheaper).
+	dir, st, cs := synthStore(t, int(retriever.FloatMapMax/(4*int64(emb.Dim())))+500, 4)
+	snap := filepath.Join(dir, "retriever.snap")
+	r, _ := openLogged(t, st, emb, snap)
+	must(t, r.Close())
+	r, logs := openLogged(t, st, emb, snap)
+	defer r.Close()
+	if !strings.Contains(logs, "snapshot loaded") {
+		t.Fatalf("snapshot not loaded; log:\n%s", logs)
+	}
+	resident := func(written int) {
+		t.Helper()
+		kept := retriever.KeptRows(r)
+		answers(t, r)
+		floats, codes, err := retriever.ResidentPages(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if retriever.KeptRows(r) == kept {
+			t.Fatal("the answers re-ranked no row")
+		}
+		if codes == 0 {
+			t.Fatal("no page of the codes the scans read is resident: the count does not see mapped pages")
+		}
+		t.Logf("%d of the floats' pages, %d of the codes' are resident after answers re-ranked %d rows", floats, codes, retriever.KeptRows(r))
+		if folio := 2 << 20 / os.Getpagesize(); floats > folio+2*written {
+			t.Errorf("%d pages of the mapped floats are resident after answers re-ranked %d rows, with %d rows written since the load; want %d at most", floats, retriever.KeptRows(r), written, folio+2*written)
+		}
+	}
+	resident(0)
+	changed := cs[7]
+	changed.Summary = "a summary replaced after the restart"
+	put(t, st, changed)
+	must(t, r.Sync(ctx))
+	resident(1)
 }

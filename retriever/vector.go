@@ -23,9 +23,10 @@ type MemoryVectors struct {
 	rows    map[string]vecRow // id → its tenant and row there
 	version uint64            // counts mutations: a VecSet of another version is stale
 
-	mapped  []byte        // the snapshot file the floats of loaded tenants are mapped from (release)
-	scratch sync.Pool     // *quantScratch
-	kept    atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
+	snap        *snapFile     // the snapshot the vectors of loaded tenants are windows of (release)
+	floatMapMax int64         // floatMapMax (tests lower it)
+	scratch     sync.Pool     // *quantScratch
+	kept        atomic.Uint64 // rows the quantised scans scored exactly (KeptRows)
 }
 
 // tenantVectors holds one tenant's vectors densely: row i of vecs (dim
@@ -52,7 +53,8 @@ type vecRow struct {
 	i int32
 }
 
-// setRow quantises row i (whose floats are in place) into codes and quant.
+// setRow quantises row i (whose floats were just written in place) into
+// codes and quant.
 func (t *tenantVectors) setRow(i, dim int, wasWild bool) {
 	q, ok := quantizeRow(t.vecs.row(i), t.codes.row(i))
 	if wasWild {
@@ -71,9 +73,10 @@ func (t *tenantVectors) isWild(i int) bool { return math.IsInf(float64(t.quant[i
 // NewMemoryVectors returns an empty store for vectors of length dim.
 func NewMemoryVectors(dim int) *MemoryVectors {
 	return &MemoryVectors{
-		dim:     dim,
-		tenants: make(map[string]*tenantVectors),
-		rows:    make(map[string]vecRow),
+		dim:         dim,
+		floatMapMax: floatMapMax,
+		tenants:     make(map[string]*tenantVectors),
+		rows:        make(map[string]vecRow),
 	}
 }
 
@@ -94,7 +97,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	if old, ok := m.rows[id]; ok {
 		if old.t.name == tenant {
 			i := int(old.i)
-			copy(old.t.vecs.row(i), vec)
+			old.t.vecs.set(i, vec)
 			old.t.setRow(i, m.dim, old.t.isWild(i))
 			return nil
 		}
@@ -102,7 +105,7 @@ func (m *MemoryVectors) Upsert(id, tenant string, vec []float32) error {
 	}
 	t := m.tenants[tenant]
 	if t == nil {
-		t = &tenantVectors{name: tenant, vecs: floatRows{width: m.dim}, codes: codeRows{width: quantPad(m.dim)}}
+		t = &tenantVectors{name: tenant, vecs: floatRows{rows: rows[float32]{width: m.dim}}, codes: codeRows{width: quantPad(m.dim)}}
 		m.tenants[tenant] = t
 	}
 	i := len(t.ids)
@@ -140,7 +143,7 @@ func (m *MemoryVectors) deleteLocked(id string) {
 		t.ids[i] = moved
 		t.keys[i] = t.keys[last]
 		m.rows[moved] = vecRow{t, int32(i)}
-		copy(t.vecs.row(i), t.vecs.row(last))
+		t.vecs.move(i, last)
 		copy(t.codes.row(i), t.codes.row(last))
 		t.quant[i] = t.quant[last]
 	}
@@ -285,11 +288,10 @@ func (s *VecSet) rowCount() int {
 	return len(s.tenant.ids)
 }
 
-// scoreRow is the exact scan's score of row i: dotF32, or dotSparse of the
+// scoreRow is the exact scan's score of a row: dotF32, or dotSparse of the
 // query's non-zero dimensions nz (the same value to the bit) when they are
 // fewer than half.
-func (m *MemoryVectors) scoreRow(t *tenantVectors, query []float32, nz []int32, i int) float64 {
-	row := t.vecs.row(i)
+func scoreRow(query []float32, nz []int32, row []float32) float64 {
 	if nz != nil {
 		return dotSparse(query, nz, row)
 	}
@@ -319,7 +321,9 @@ func sparseDims(query []float32) []int32 {
 // go to scratch in row order (the floats read front to back), a count by
 // score bucket finds the buckets that hold the best k, and only their rows
 // are put in order: the answer is rowTop's (the best k by score, then ID),
-// without a heap offer per row.
+// without a heap offer per row. It reads every row, a snapshot's through
+// its mapping (unlike the re-rank's few, floatRows): it scans a set of few
+// rows, rows the bound does not cover, or is the reference scan.
 func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int) []Hit {
 	t := set.tenant
 	nz := sparseDims(query)
@@ -329,11 +333,11 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 	scores := slices.Grow(sc.scores[:0], n)
 	if set.rows == nil {
 		for i := range n {
-			scores = append(scores, m.scoreRow(t, query, nz, i))
+			scores = append(scores, scoreRow(query, nz, t.vecs.row(i)))
 		}
 	} else {
 		for _, i := range set.rows {
-			scores = append(scores, m.scoreRow(t, query, nz, int(i)))
+			scores = append(scores, scoreRow(query, nz, t.vecs.row(int(i))))
 		}
 	}
 	sc.scores = scores
@@ -452,6 +456,8 @@ type quantScratch struct {
 	// them by scoreBucket.
 	scores  []float64
 	buckets [scoreBuckets]int32
+	// row is a row the re-rank read from a snapshot's file.
+	row []float32
 }
 
 // rowTop is a top k of t's rows in the scratch's memory (keepTop gives
@@ -493,7 +499,7 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	var which []int           // their indices
 	for j, q := range queries {
 		sc := m.getScratch()
-		if n <= k || (mode == scanCheaperMode && exactCheaper(n, k)) || t.wild > 0 || !sc.qq.quantize(q) {
+		if n <= k || (mode == scanCheaperMode && t.vecs.snap == nil && exactCheaper(n, k)) || t.wild > 0 || !sc.qq.quantize(q) {
 			m.scratch.Put(sc)
 			out[j] = m.scanExact(dsts[j], q, set, k)
 			continue
@@ -542,7 +548,10 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 // quantised: 1,000 rows k 200: 55 against 96 µs; k 50: 45 against 51;
 // k 5: 42 against 32; 3,000 rows k 200: 140 against 180; k 50: 127 against
 // 113; 5,000 rows k 200: 237 against 244; 10,000 rows k 200: 515 against
-// 460. The answers are the same either way (quant.go).
+// 460. The answers are the same either way (quant.go). A tenant whose floats
+// a snapshot's file holds (floatRows) is not scanned exactly on this
+// account: every row read through the mapping would make its floats
+// resident, which the re-rank's reads from the file avoid.
 func exactCheaper(n, k int) bool { return n < 24*k }
 
 // rerank is the end of a quantised scan: the exact top k of the rows it
@@ -550,7 +559,8 @@ func exactCheaper(n, k int) bool { return n < 24*k }
 // exact score cannot enter, nor can any with a lower bound. The rows come
 // off a heap by upper bound, so that only the ones re-ranked are put in
 // order (rows of equal bounds may come in any order: a row passed over is
-// in no top k whatever came before it).
+// in no top k whatever came before it). A row a snapshot's file holds is
+// read from it into sc.row (floatRows.read).
 func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *tenantVectors, k int) []Hit {
 	tau := sc.lows.final()
 	keep := slices.DeleteFunc(sc.keep, func(kr keptRow) bool { return kr.hi < tau })
@@ -558,6 +568,9 @@ func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *
 		siftKept(keep, i)
 	}
 	nz := sparseDims(query)
+	if t.vecs.snap != nil && len(sc.row) < m.dim {
+		sc.row = make([]float32, m.dim)
+	}
 	top := sc.rowTop(t, k)
 	scored := 0
 	for n := len(keep); n > 0; n-- {
@@ -565,7 +578,7 @@ func (m *MemoryVectors) rerank(dst []Hit, sc *quantScratch, query []float32, t *
 		if len(top.heap) == k && kr.hi < top.heap[0].score {
 			break
 		}
-		top.offer(kr.row, m.scoreRow(t, query, nz, int(kr.row)))
+		top.offer(kr.row, scoreRow(query, nz, t.vecs.read(int(kr.row), sc.row)))
 		scored++
 		keep[0] = keep[n-1]
 		siftKept(keep[:n-1], 0)
