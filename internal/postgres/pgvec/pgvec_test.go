@@ -433,17 +433,7 @@ func TestMigrationCopiesScopes(t *testing.T) {
 	if err := store.PutEmbeddings(ctx, es); err != nil {
 		t.Fatal(err)
 	}
-	indexes := func() []string {
-		rows, err := store.Pool().Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'card_embeddings' ORDER BY 1`, store.Schema())
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return names
-	}
+	indexes := func() []string { return embeddingIndexes(t, store) }
 	before := indexes()
 	if _, err := store.MigrateTo(ctx, 9); err != nil {
 		t.Fatal(err)
@@ -556,17 +546,7 @@ func TestMigrationNumbersScopeSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexes := func() []string {
-		rows, err := store.Pool().Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'card_embeddings' ORDER BY 1`, store.Schema())
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return names
-	}
+	indexes := func() []string { return embeddingIndexes(t, store) }
 	hnsw := []string{postgres.VectorIndexName(small.Model(), small.Dim()), postgres.VectorIndexName(big.Model(), big.Dim())}
 
 	if _, err := store.MigrateTo(ctx, 10); err != nil {
@@ -679,4 +659,18 @@ func TestExactScanReadsScopeSets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// embeddingIndexes are the names of the indexes of store's card_embeddings.
+func embeddingIndexes(t *testing.T, store *postgres.Store) []string {
+	t.Helper()
+	rows, err := store.Pool().Query(context.Background(), `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'card_embeddings' ORDER BY 1`, store.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
