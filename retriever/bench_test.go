@@ -3,6 +3,7 @@ package retriever_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,8 +44,28 @@ func putBatches(tb testing.TB, st cards.Store, cs []cards.Card) {
 var benchRestrictedScopes = synth.RestrictedScopes
 
 // benchSizes are the catalogue sizes of BenchmarkDiscover and
-// BenchmarkRestart. Pick one with -bench 'Discover$/cards=1000$'.
+// BenchmarkRestart. Pick one with -bench 'Discover$/cards=1000$'; the
+// -bench-sizes flag replaces them (-bench-sizes 1000000 for a million
+// cards: docs/BENCHMARKS.md, "A million cards in the embedded store").
 var benchSizes = []int{1000, 10_000, 100_000}
+
+var benchSizesFlag = flag.String("bench-sizes", "", "comma-separated catalogue sizes of BenchmarkDiscover and BenchmarkRestart instead of 1000,10000,100000")
+
+// sizes are the catalogue sizes to benchmark: -bench-sizes, else benchSizes.
+func sizes(b *testing.B) []int {
+	if *benchSizesFlag == "" {
+		return benchSizes
+	}
+	var out []int
+	for _, f := range strings.Split(*benchSizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("-bench-sizes: %q is not a positive number of cards", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 const benchTenant = "acme"
 
@@ -209,7 +230,7 @@ func newBenchFixture(b *testing.B, n int) *benchFixture {
 // op=discover (scripts/bench-table computes them).
 func BenchmarkDiscover(b *testing.B) {
 	ctx := context.Background()
-	for _, n := range benchSizes {
+	for _, n := range sizes(b) {
 		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
 			fx := newBenchFixture(b, n)
 			for _, bc := range fx.callers {
@@ -347,12 +368,13 @@ func timedLoop(b *testing.B, op func()) { retriever.TimedLoop(b, op) }
 // first answer mapped (its codes), clean pages the kernel may drop and read
 // again. Then the restarted retriever answers BenchmarkDiscover's 50
 // queries: later-cpu-ns/op is the CPU of one of those answers (the mean),
+// later-p50-ns their median wall time,
 // later-rss-B/card the growth of the resident set (against the same start)
 // once they are answered.
 func BenchmarkRestart(b *testing.B) {
 	ctx := context.Background()
 	emb := embed.MustBuiltin()
-	for _, n := range append([]int{0}, benchSizes...) {
+	for _, n := range append([]int{0}, sizes(b)...) {
 		b.Run(fmt.Sprintf("cards=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			cs := synthCatalogue(n, 1, benchTenant)
@@ -377,7 +399,7 @@ func BenchmarkRestart(b *testing.B) {
 			req := retriever.Request{Caller: benchCallers()[0], Query: synthQueries(1, 11)[0], TopK: 5}
 			later := synthQueries(50, 7) // BenchmarkDiscover's
 			var heap, rss, peak, file, laterRSS float64
-			var took []time.Duration
+			var took, laterTook []time.Duration
 			var cpu, laterCPU time.Duration
 			i := 0
 			for b.Loop() {
@@ -410,9 +432,11 @@ func BenchmarkRestart(b *testing.B) {
 				}
 				c0 = processCPU()
 				for _, q := range later {
+					t0 := time.Now()
 					if _, err := r.Discover(ctx, retriever.Request{Caller: req.Caller, Query: q, TopK: 5}); err != nil {
 						b.Fatal(err)
 					}
+					laterTook = append(laterTook, time.Since(t0))
 				}
 				laterCPU += processCPU() - c0
 				laterRSS += float64(residentBytes()) - float64(rss0)
@@ -436,6 +460,8 @@ func BenchmarkRestart(b *testing.B) {
 				b.ReportMetric(laterRSS/float64(i)/float64(n), "later-rss-B/card")
 			}
 			b.ReportMetric(float64(laterCPU.Nanoseconds())/float64(i*len(later)), "later-cpu-ns/op")
+			slices.Sort(laterTook)
+			b.ReportMetric(float64(laterTook[len(laterTook)/2].Nanoseconds()), "later-p50-ns")
 			b.ReportMetric(float64(schemaBytes)/float64(n), "schema-B/card")
 			b.ReportMetric(float64(4*emb.Dim()), "vector-B/card")
 		})
