@@ -66,7 +66,14 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 	if err != nil {
 		return nil, toStatus(s.log, "DiscoverTools", err)
 	}
-	out := &pb.DiscoverToolsResponse{
+	// The answer and its token estimate in one allocation.
+	a := &struct {
+		resp   pb.DiscoverToolsResponse
+		tokens pb.TokenEstimate
+	}{}
+	a.tokens.ShortlistTokens, a.tokens.CatalogTokens, a.tokens.Method = res.ShortlistTokens, res.CatalogTokens, retriever.TokenMethod
+	out := &a.resp
+	*out = pb.DiscoverToolsResponse{
 		DiscoveryId:         uuid.NewString(),
 		CandidateCount:      int32(res.CandidateCount),
 		Degraded:            res.Degraded,
@@ -76,15 +83,19 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		Abstained:           res.Abstained,
 		AbstainedIntents:    int32s(res.AbstainedIntents),
 		MinConfidence:       res.MinConfidence,
-		Tokens: &pb.TokenEstimate{
-			ShortlistTokens: res.ShortlistTokens,
-			CatalogTokens:   res.CatalogTokens,
-			Method:          retriever.TokenMethod,
-		},
+		Tokens:              &a.tokens,
 	}
 	n := len(res.Tools)
-	logged := make([]discoverylog.Returned, 0, n)
-	remembered := make([]feedback.Tool, 0, n)
+	// What the discovery log and the feedback recorder keep, made only
+	// for the one there is.
+	var logged []discoverylog.Returned
+	if s.dlog != nil {
+		logged = make([]discoverylog.Returned, 0, n)
+	}
+	var remembered []feedback.Tool
+	if s.fb != nil {
+		remembered = make([]feedback.Tool, 0, n)
+	}
 	var intentsOf map[feedback.Tool][]string
 	var defs []json.RawMessage // toolformat.Shape's, each kept with its card
 	if format != toolformat.None {
@@ -108,9 +119,13 @@ func (s *discovery) DiscoverTools(ctx context.Context, req *pb.DiscoverToolsRequ
 		dt.Confidence, dt.Intents, dt.ForQuery = t.Scores.Confidence, int32s(t.Intents), t.ForQuery
 		dt.Alternatives, dt.CompanionOf = refs(t.Alternatives), ref(t.CompanionOf)
 		out.Tools[i] = dt
-		logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
+		if logged != nil {
+			logged = append(logged, discoverylog.Returned{Server: t.Card.Server, Name: t.Card.Name, Score: t.Scores.Score, Pinned: t.Pinned})
+		}
 		ft := feedback.Tool{Server: t.Card.Server, Name: t.Card.Name}
-		remembered = append(remembered, ft)
+		if remembered != nil {
+			remembered = append(remembered, ft)
+		}
 		for _, i := range t.Intents {
 			if intentsOf == nil {
 				intentsOf = map[feedback.Tool][]string{}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"strings"
@@ -97,6 +98,13 @@ type Log struct {
 
 	errMu sync.Mutex
 	err   error // the writer's first write error
+
+	// The writer's own: its HMAC (reset for each hash), the last subject
+	// it hashed with that hash, and the buffer it encodes a line in.
+	mac             hash.Hash
+	lastSubject     string
+	lastSubjectHash string
+	line            []byte
 }
 
 // item is one queued entry, or (flushed != nil) a flush marker.
@@ -221,7 +229,10 @@ func (l *Log) run() {
 
 func (l *Log) write(it item) {
 	e := it.e
-	e.SubjectHash = l.Hash(it.subject)
+	if it.subject != l.lastSubject { // "" hashes to "", as lastSubjectHash starts
+		l.lastSubject, l.lastSubjectHash = it.subject, l.hash(it.subject)
+	}
+	e.SubjectHash = l.lastSubjectHash
 	intents := e.Intents
 	e.Intents = nil
 	switch l.mode {
@@ -229,21 +240,48 @@ func (l *Log) write(it item) {
 		e.Query = it.query
 		e.Intents = intents
 	case QueryHash:
-		e.QueryHash = l.Hash(it.query)
+		e.QueryHash = l.hash(it.query)
 		for _, in := range intents {
-			e.IntentHashes = append(e.IntentHashes, l.Hash(in))
+			e.IntentHashes = append(e.IntentHashes, l.hash(in))
 		}
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		l.setErr(err)
-		return
+	b, ok := appendEntry(l.line[:0], &e)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(e); err != nil {
+			l.setErr(err)
+			return
+		}
 	}
 	for _, s := range l.sinks {
 		s.Discovery(e)
 	}
-	_, err = l.w.Write(append(b, '\n'))
+	b = append(b, '\n')
+	_, err := l.w.Write(b)
 	l.setErr(err)
+	if ok && cap(b) <= maxLineKept {
+		l.line = b[:0]
+	}
+}
+
+// maxLineKept bounds the line buffer the writer keeps between entries.
+const maxLineKept = 64 << 10
+
+// hash is Hash for the writer goroutine: the same pseudonym, from one HMAC
+// it resets instead of a new one each time.
+func (l *Log) hash(s string) string {
+	if s == "" {
+		return ""
+	}
+	if l.mac == nil {
+		l.mac = hmac.New(sha256.New, l.key)
+	}
+	l.mac.Reset()
+	l.mac.Write([]byte(s))
+	var sum [sha256.Size]byte
+	var hx [24]byte
+	hex.Encode(hx[:], l.mac.Sum(sum[:0])[:12])
+	return string(hx[:])
 }
 
 func (l *Log) setErr(err error) {
