@@ -79,6 +79,124 @@ cdone:
 	VZEROUPPER
 	RET
 
+// CODESUM adds the two 8-lane int32 accumulators ya and yb (xa, xb their
+// low halves) into one int32 and stores it at ret, as dotCodesAVX2 ends.
+#define CODESUM(ya, yb, xa, xb, ret) \
+	VPADDD       yb, ya, ya; \
+	VEXTRACTI128 $1, ya, xb; \
+	VPADDD       xb, xa, xa; \
+	VPSHUFD      $0x4E, xa, xb; \
+	VPADDD       xb, xa, xa; \
+	VPSHUFD      $0xB1, xa, xb; \
+	VPADDD       xb, xa, xa; \
+	MOVL         xa, ret
+
+// CODEMADD multiplies the widened codes in Y8 (codes j..j+15) and Y9
+// (j+16..j+31) by query q's codes j..j+31 (BX = j) and adds the pairs'
+// sums into the query's accumulators ya and yb.
+#define CODEMADD(q, ya, yb) \
+	VPMADDWD 0(q)(BX*2), Y8, Y10; \
+	VPMADDWD 32(q)(BX*2), Y9, Y11; \
+	VPADDD   Y10, ya, ya; \
+	VPADDD   Y11, yb, yb
+
+// func dotCodes2AVX2(q0, q1 *int16, c *int8, n int) (s0, s1 int32)
+//
+// dotCodesAVX2 of one row of codes c against two queries at once: each 32
+// codes are loaded and widened (VPMOVSXBW) once, then multiplied and added
+// into each query's own pair of accumulators, summed at the end as
+// dotCodesAVX2 sums its own. n is a positive multiple of 32. Integer
+// arithmetic: every s_i is exactly dotCodesAVX2(q_i, c, n).
+TEXT ·dotCodes2AVX2(SB), NOSPLIT, $0-40
+	MOVQ  q0+0(FP), R8
+	MOVQ  q1+8(FP), R9
+	MOVQ  c+16(FP), DI
+	MOVQ  n+24(FP), CX
+	XORQ  BX, BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+c2loop:
+	VPMOVSXBW 0(DI)(BX*1), Y8
+	VPMOVSXBW 16(DI)(BX*1), Y9
+	CODEMADD(R8, Y0, Y1)
+	CODEMADD(R9, Y2, Y3)
+	ADDQ      $32, BX
+	CMPQ      BX, CX
+	JLT       c2loop
+	CODESUM(Y0, Y1, X0, X1, s0+32(FP))
+	CODESUM(Y2, Y3, X2, X3, s1+36(FP))
+	VZEROUPPER
+	RET
+
+// func dotCodes3AVX2(q0, q1, q2 *int16, c *int8, n int) (s0, s1, s2 int32)
+//
+// dotCodes2AVX2 for three queries.
+TEXT ·dotCodes3AVX2(SB), NOSPLIT, $0-52
+	MOVQ  q0+0(FP), R8
+	MOVQ  q1+8(FP), R9
+	MOVQ  q2+16(FP), R10
+	MOVQ  c+24(FP), DI
+	MOVQ  n+32(FP), CX
+	XORQ  BX, BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+c3loop:
+	VPMOVSXBW 0(DI)(BX*1), Y8
+	VPMOVSXBW 16(DI)(BX*1), Y9
+	CODEMADD(R8, Y0, Y1)
+	CODEMADD(R9, Y2, Y3)
+	CODEMADD(R10, Y4, Y5)
+	ADDQ      $32, BX
+	CMPQ      BX, CX
+	JLT       c3loop
+	CODESUM(Y0, Y1, X0, X1, s0+40(FP))
+	CODESUM(Y2, Y3, X2, X3, s1+44(FP))
+	CODESUM(Y4, Y5, X4, X5, s2+48(FP))
+	VZEROUPPER
+	RET
+
+// func dotCodes4AVX2(q0, q1, q2, q3 *int16, c *int8, n int) (s0, s1, s2, s3 int32)
+//
+// dotCodes2AVX2 for four queries.
+TEXT ·dotCodes4AVX2(SB), NOSPLIT, $0-64
+	MOVQ  q0+0(FP), R8
+	MOVQ  q1+8(FP), R9
+	MOVQ  q2+16(FP), R10
+	MOVQ  q3+24(FP), R11
+	MOVQ  c+32(FP), DI
+	MOVQ  n+40(FP), CX
+	XORQ  BX, BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+c4loop:
+	VPMOVSXBW 0(DI)(BX*1), Y8
+	VPMOVSXBW 16(DI)(BX*1), Y9
+	CODEMADD(R8, Y0, Y1)
+	CODEMADD(R9, Y2, Y3)
+	CODEMADD(R10, Y4, Y5)
+	CODEMADD(R11, Y6, Y7)
+	ADDQ      $32, BX
+	CMPQ      BX, CX
+	JLT       c4loop
+	CODESUM(Y0, Y1, X0, X1, s0+48(FP))
+	CODESUM(Y2, Y3, X2, X3, s1+52(FP))
+	CODESUM(Y4, Y5, X4, X5, s2+56(FP))
+	CODESUM(Y6, Y7, X6, X7, s3+60(FP))
+	VZEROUPPER
+	RET
+
 // func dotAVX2(a, b *float32, n int) float64
 //
 // dotF32 of n elements (a positive multiple of 8) in one call, lanes kept in

@@ -13,3 +13,6 @@ func dotCodes(q []int16, c []int8) int32 { return dotCodesGeneric(q, c) }
 
 // dotWhole has no kernel here: ok is false.
 func dotWhole(a, b []float32) (float64, bool) { return 0, false }
+
+// dotCodesMulti sets out[j] to dotCodes(qs[j], c) for every query j.
+func dotCodesMulti(qs [][]int16, c []int8, out []int32) { dotCodesMultiGeneric(qs, c, out) }

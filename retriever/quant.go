@@ -202,6 +202,47 @@ func dotCodesGeneric(q []int16, c []int8) int32 {
 	return s
 }
 
+// dotCodesMultiGeneric is the portable dotCodesMulti: out[j] is
+// dotCodesGeneric(qs[j], c). The row's codes are read once for up to four
+// queries at a time; the sums are exact integers, so the order of the
+// additions does not matter.
+func dotCodesMultiGeneric(qs [][]int16, c []int8, out []int32) {
+	out = out[:len(qs)]
+	for j := 0; j < len(qs); j += 4 {
+		switch len(qs) - j {
+		case 1:
+			out[j] = dotCodesGeneric(qs[j], c)
+		case 2:
+			q0, q1 := qs[j][:len(c)], qs[j+1][:len(c)]
+			var s0, s1 int32
+			for i, x := range c {
+				s0 += int32(q0[i]) * int32(x)
+				s1 += int32(q1[i]) * int32(x)
+			}
+			out[j], out[j+1] = s0, s1
+		case 3:
+			q0, q1, q2 := qs[j][:len(c)], qs[j+1][:len(c)], qs[j+2][:len(c)]
+			var s0, s1, s2 int32
+			for i, x := range c {
+				s0 += int32(q0[i]) * int32(x)
+				s1 += int32(q1[i]) * int32(x)
+				s2 += int32(q2[i]) * int32(x)
+			}
+			out[j], out[j+1], out[j+2] = s0, s1, s2
+		default:
+			q0, q1, q2, q3 := qs[j][:len(c)], qs[j+1][:len(c)], qs[j+2][:len(c)], qs[j+3][:len(c)]
+			var s0, s1, s2, s3 int32
+			for i, x := range c {
+				s0 += int32(q0[i]) * int32(x)
+				s1 += int32(q1[i]) * int32(x)
+				s2 += int32(q2[i]) * int32(x)
+				s3 += int32(q3[i]) * int32(x)
+			}
+			out[j], out[j+1], out[j+2], out[j+3] = s0, s1, s2, s3
+		}
+	}
+}
+
 // lowHeap keeps the k largest lower bounds seen; its minimum is τ once it
 // holds k.
 type lowHeap []float64

@@ -511,15 +511,41 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	if len(scans) == 0 {
 		return out
 	}
-	visit := func(i int32) {
-		codes := t.codes.row(int(i))
-		for _, sc := range scans {
-			lo, hi := sc.qq.bounds(t.quant[i], dotCodes(sc.qq.codes, codes))
+	var visit func(i int32)
+	if len(scans) == 1 {
+		sc := scans[0]
+		visit = func(i int32) {
+			lo, hi := sc.qq.bounds(t.quant[i], dotCodes(sc.qq.codes, t.codes.row(int(i))))
+			if hi < sc.lows.tau { // lo ≤ hi: neither offered nor kept
+				return
+			}
 			if lo > sc.lows.tau {
 				sc.lows.offer(lo)
 			}
 			if hi >= sc.lows.tau {
 				sc.keep = append(sc.keep, keptRow{hi, i})
+			}
+		}
+	} else {
+		// The row's codes against every query in one pass of the kernel.
+		qcodes, dots := make([][]int16, len(scans)), make([]int32, len(scans))
+		for x, sc := range scans {
+			qcodes[x] = sc.qq.codes
+		}
+		visit = func(i int32) {
+			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
+			rq := t.quant[i]
+			for x, sc := range scans {
+				lo, hi := sc.qq.bounds(rq, dots[x])
+				if hi < sc.lows.tau { // lo ≤ hi: neither offered nor kept
+					continue
+				}
+				if lo > sc.lows.tau {
+					sc.lows.offer(lo)
+				}
+				if hi >= sc.lows.tau {
+					sc.keep = append(sc.keep, keptRow{hi, i})
+				}
 			}
 		}
 	}

@@ -374,8 +374,9 @@ func TestDotKernelIsPortable(t *testing.T) {
 
 // TestSearchSetMulti: queries scanned together answer each as it is
 // answered alone (searchSetInto), hit for hit and bit for bit, over the
-// whole tenant and a subset, at small k and the pipeline's depth, with a
-// query among them that the quantised scan cannot take (exact scan).
+// whole tenant and a subset, at small k and the pipeline's depth, one to
+// nine queries at a time, with a query among them that the quantised scan
+// cannot take (exact scan).
 func TestSearchSetMulti(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const dim = 96
@@ -388,19 +389,27 @@ func TestSearchSetMulti(t *testing.T) {
 			subset = append(subset, id)
 		}
 	}
-	queries := [][]float32{mvRandUnit(rng, dim), mvRandUnit(rng, dim), make([]float32, dim), mvRandUnit(rng, dim)}
-	for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: subset}, {Tenant: "t", IDs: []string{}}, {Tenant: "other"}} {
-		for _, k := range []int{1, 5, LegDepth, 2000} {
-			got, err := m.searchSetMulti(make([][]Hit, len(queries)), queries, nil, f, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j, q := range queries {
-				want, err := m.searchSetInto(nil, q, nil, f, k)
+	pool := [][]float32{mvRandUnit(rng, dim), mvRandUnit(rng, dim), make([]float32, dim), mvRandUnit(rng, dim)}
+	for range 5 {
+		pool = append(pool, mvRandUnit(rng, dim))
+	}
+	// Every count of queries up to nine: the code kernels take them four,
+	// three, two or one at a time (dotCodesMulti).
+	for nq := 1; nq <= len(pool); nq++ {
+		queries := pool[:nq]
+		for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: subset}, {Tenant: "t", IDs: []string{}}, {Tenant: "other"}} {
+			for _, k := range []int{1, 5, LegDepth, 2000} {
+				got, err := m.searchSetMulti(make([][]Hit, len(queries)), queries, nil, f, k)
 				if err != nil {
 					t.Fatal(err)
 				}
-				mvSameHits(t, fmt.Sprintf("%d IDs, k=%d, query %d", len(f.IDs), k, j), got[j], want)
+				for j, q := range queries {
+					want, err := m.searchSetInto(nil, q, nil, f, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mvSameHits(t, fmt.Sprintf("%d queries, %d IDs, k=%d, query %d", nq, len(f.IDs), k, j), got[j], want)
+				}
 			}
 		}
 	}
