@@ -511,52 +511,32 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	if len(scans) == 0 {
 		return out
 	}
-	var visit func(i int32)
 	if len(scans) == 1 {
 		sc := scans[0]
-		visit = func(i int32) {
-			lo, hi := sc.qq.bounds(t.quant[i], dotCodes(sc.qq.codes, t.codes.row(int(i))))
-			if hi < sc.lows.tau { // lo ≤ hi: neither offered nor kept
-				return
+		forRows(set, len(t.ids), func(i int32) {
+			r := t.quant[i].terms()
+			a, b := sc.qq.bound(&r, dotCodes(sc.qq.codes, t.codes.row(int(i))))
+			if a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
+				sc.see(i, a, b)
 			}
-			if lo > sc.lows.tau {
-				sc.lows.offer(lo)
-			}
-			if hi >= sc.lows.tau {
-				sc.keep = append(sc.keep, keptRow{hi, i})
-			}
-		}
+		})
 	} else {
-		// The row's codes against every query in one pass of the kernel.
+		// The row's codes against every query in one pass of the kernel,
+		// the row's terms of the bound converted once.
 		qcodes, dots := make([][]int16, len(scans)), make([]int32, len(scans))
 		for x, sc := range scans {
 			qcodes[x] = sc.qq.codes
 		}
-		visit = func(i int32) {
+		forRows(set, len(t.ids), func(i int32) {
 			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
-			rq := t.quant[i]
+			r := t.quant[i].terms()
 			for x, sc := range scans {
-				lo, hi := sc.qq.bounds(rq, dots[x])
-				if hi < sc.lows.tau { // lo ≤ hi: neither offered nor kept
-					continue
-				}
-				if lo > sc.lows.tau {
-					sc.lows.offer(lo)
-				}
-				if hi >= sc.lows.tau {
-					sc.keep = append(sc.keep, keptRow{hi, i})
+				a, b := sc.qq.bound(&r, dots[x])
+				if a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
+					sc.see(i, a, b)
 				}
 			}
-		}
-	}
-	if set.rows == nil {
-		for i := range int32(len(t.ids)) {
-			visit(i)
-		}
-	} else {
-		for _, i := range set.rows {
-			visit(i)
-		}
+		})
 	}
 	for x, sc := range scans {
 		j := which[x]
@@ -564,6 +544,33 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 		m.scratch.Put(sc)
 	}
 	return out
+}
+
+// forRows calls visit with each row of set, in order (n: the tenant's row
+// count, for a set of all of them).
+func forRows(set *VecSet, n int, visit func(i int32)) {
+	if set.rows == nil {
+		for i := range int32(n) {
+			visit(i)
+		}
+		return
+	}
+	for _, i := range set.rows {
+		visit(i)
+	}
+}
+
+// see takes row i, whose bounds are [a − b, a + b], into a quantised scan:
+// its lower bound offered for τ, the row kept while its upper bound reaches
+// τ.
+func (sc *quantScratch) see(i int32, a, b float64) {
+	lo, hi := a-b, a+b
+	if lo > sc.lows.tau {
+		sc.lows.offer(lo)
+	}
+	if hi >= sc.lows.tau {
+		sc.keep = append(sc.keep, keptRow{hi, i})
+	}
 }
 
 // exactCheaper says the exact scan of n rows costs less than the quantised
