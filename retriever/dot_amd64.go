@@ -97,3 +97,51 @@ func dotCodesMulti(qs [][]int16, c []int8, out []int32) {
 		}
 	}
 }
+
+// dotLanes2AVX2 and dotLanes3AVX2 write the lanes of dotAVX2 of a row of
+// n floats (a positive multiple of 8) with two and three queries at once,
+// the row loaded once for all of them (dot_amd64.s); sumLanes of a query's
+// lanes is its dotAVX2.
+//
+//go:noescape
+func dotLanes2AVX2(q0, q1, r *float32, n int, lanes *[2][dotLanes]float32)
+
+//go:noescape
+func dotLanes3AVX2(q0, q1, q2, r *float32, n int, lanes *[3][dotLanes]float32)
+
+// dotMultiRuns says dotMulti has a kernel for rows of n floats: AVX2, n a
+// positive multiple of 8.
+func dotMultiRuns(n int) bool { return useAVX2 && n > 0 && n%8 == 0 }
+
+// dotMulti sets out[j] to dotF32(qs[j], row) for every query j (each as
+// long as row), the queries taken three or two at a time so that the row
+// is read once a group, where the AVX2 kernels run and len(row) is a
+// positive multiple of 8; ok is false (and out untouched) elsewhere.
+func dotMulti(qs [][]float32, row []float32, out []float64) (ok bool) {
+	n := len(row)
+	if !dotMultiRuns(n) {
+		return false
+	}
+	out = out[:len(qs)]
+	for j := 0; j < len(qs); {
+		switch r := len(qs) - j; {
+		case r == 1:
+			q0 := qs[j][:n]
+			out[j] = dotAVX2(&q0[0], &row[0], n)
+			j++
+		case r == 2 || r == 4:
+			var lanes [2][dotLanes]float32
+			q0, q1 := qs[j][:n], qs[j+1][:n]
+			dotLanes2AVX2(&q0[0], &q1[0], &row[0], n, &lanes)
+			out[j], out[j+1] = sumLanes(&lanes[0]), sumLanes(&lanes[1])
+			j += 2
+		default:
+			var lanes [3][dotLanes]float32
+			q0, q1, q2 := qs[j][:n], qs[j+1][:n], qs[j+2][:n]
+			dotLanes3AVX2(&q0[0], &q1[0], &q2[0], &row[0], n, &lanes)
+			out[j], out[j+1], out[j+2] = sumLanes(&lanes[0]), sumLanes(&lanes[1]), sumLanes(&lanes[2])
+			j += 3
+		}
+	}
+	return true
+}

@@ -290,3 +290,143 @@ dsum:
 	VMOVSD       X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// LANES2 and LANES3: one block of 8 floats at byte offset off+BX of the
+// row (DI) and of each query (R8, R9, R10): the row's block loaded once,
+// each query's product with it rounded (VMULPS) and added (VADDPS) to the
+// query's accumulator of that block, as dotAVX2 does for one query.
+#define LANES2(off, a0, a1) \
+	VMOVUPS off(DI)(BX*1), Y12; \
+	VMULPS  off(R8)(BX*1), Y12, Y13; \
+	VMULPS  off(R9)(BX*1), Y12, Y14; \
+	VADDPS  Y13, a0, a0; \
+	VADDPS  Y14, a1, a1
+
+#define LANES3(off, a0, a1, a2) \
+	VMOVUPS off(DI)(BX*1), Y12; \
+	VMULPS  off(R8)(BX*1), Y12, Y13; \
+	VMULPS  off(R9)(BX*1), Y12, Y14; \
+	VMULPS  off(R10)(BX*1), Y12, Y15; \
+	VADDPS  Y13, a0, a0; \
+	VADDPS  Y14, a1, a1; \
+	VADDPS  Y15, a2, a2
+
+// func dotLanes2AVX2(q0, q1, r *float32, n int, lanes *[2][32]float32)
+//
+// The lanes of dotAVX2(q_i, r, n) for two queries at once, n a positive
+// multiple of 8: element j's product added to lane j%32 (past the last
+// whole 32 elements, each 8 more to lanes 0–7, 8–15, 16–23), every product
+// and sum rounded as dotAVX2 rounds them; the row's floats are loaded once
+// for both. lanes[i] is written (not added to); sumLanes of it is
+// dotAVX2's result.
+TEXT ·dotLanes2AVX2(SB), NOSPLIT, $0-40
+	MOVQ   q0+0(FP), R8
+	MOVQ   q1+8(FP), R9
+	MOVQ   r+16(FP), DI
+	MOVQ   n+24(FP), CX
+	MOVQ   lanes+32(FP), DX
+	SHLQ   $2, CX       // bytes
+	MOVQ   CX, AX
+	ANDQ   $-128, AX    // bytes of whole 32-float blocks
+	XORQ   BX, BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+l2loop:
+	CMPQ BX, AX
+	JGE  l2tail
+	LANES2(0, Y0, Y4)
+	LANES2(32, Y1, Y5)
+	LANES2(64, Y2, Y6)
+	LANES2(96, Y3, Y7)
+	ADDQ $128, BX
+	JMP  l2loop
+l2tail:
+	SUBQ AX, CX // bytes left: 0, 32, 64 or 96
+	CMPQ CX, $32
+	JL   l2store
+	LANES2(0, Y0, Y4)
+	CMPQ CX, $64
+	JL   l2store
+	LANES2(32, Y1, Y5)
+	CMPQ CX, $96
+	JL   l2store
+	LANES2(64, Y2, Y6)
+l2store:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VZEROUPPER
+	RET
+
+// func dotLanes3AVX2(q0, q1, q2, r *float32, n int, lanes *[3][32]float32)
+//
+// dotLanes2AVX2 for three queries.
+TEXT ·dotLanes3AVX2(SB), NOSPLIT, $0-48
+	MOVQ   q0+0(FP), R8
+	MOVQ   q1+8(FP), R9
+	MOVQ   q2+16(FP), R10
+	MOVQ   r+24(FP), DI
+	MOVQ   n+32(FP), CX
+	MOVQ   lanes+40(FP), DX
+	SHLQ   $2, CX
+	MOVQ   CX, AX
+	ANDQ   $-128, AX
+	XORQ   BX, BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+l3loop:
+	CMPQ BX, AX
+	JGE  l3tail
+	LANES3(0, Y0, Y4, Y8)
+	LANES3(32, Y1, Y5, Y9)
+	LANES3(64, Y2, Y6, Y10)
+	LANES3(96, Y3, Y7, Y11)
+	ADDQ $128, BX
+	JMP  l3loop
+l3tail:
+	SUBQ AX, CX
+	CMPQ CX, $32
+	JL   l3store
+	LANES3(0, Y0, Y4, Y8)
+	CMPQ CX, $64
+	JL   l3store
+	LANES3(32, Y1, Y5, Y9)
+	CMPQ CX, $96
+	JL   l3store
+	LANES3(64, Y2, Y6, Y10)
+l3store:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VMOVUPS Y8, 256(DX)
+	VMOVUPS Y9, 288(DX)
+	VMOVUPS Y10, 320(DX)
+	VMOVUPS Y11, 352(DX)
+	VZEROUPPER
+	RET

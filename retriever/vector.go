@@ -341,6 +341,48 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 		}
 	}
 	sc.scores = scores
+	return sc.exactTop(dst, set, k)
+}
+
+// scanExactMulti is scanExact of several queries (dsts[j] receives
+// queries[j]'s hits), each row read once for all of them and scored by
+// dotMulti — each score the one scanExact gives, to the bit — where its
+// kernels run; scanExact of each query elsewhere.
+func (m *MemoryVectors) scanExactMulti(dsts [][]Hit, queries [][]float32, set *VecSet, k int) [][]Hit {
+	out := make([][]Hit, len(queries))
+	if len(queries) < 2 || !dotMultiRuns(m.dim) {
+		for j, q := range queries {
+			out[j] = m.scanExact(dsts[j], q, set, k)
+		}
+		return out
+	}
+	t := set.tenant
+	n := set.rowCount()
+	scs := make([]*quantScratch, len(queries))
+	for j := range scs {
+		scs[j] = m.getScratch()
+		scs[j].scores = slices.Grow(scs[j].scores[:0], n)
+	}
+	scores := make([]float64, len(queries))
+	forRows(set, len(t.ids), func(i int32) {
+		dotMulti(queries, t.vecs.row(int(i)), scores)
+		for j, sc := range scs {
+			sc.scores = append(sc.scores, scores[j])
+		}
+	})
+	for j, sc := range scs {
+		out[j] = sc.exactTop(dsts[j], set, k)
+		m.scratch.Put(sc)
+	}
+	return out
+}
+
+// exactTop is the end of an exact scan of set: the best k rows by the
+// scores in sc.scores (by position in the set).
+func (sc *quantScratch) exactTop(dst []Hit, set *VecSet, k int) []Hit {
+	t := set.tenant
+	n := set.rowCount()
+	scores := sc.scores
 	row := func(p int) int32 {
 		if set.rows == nil {
 			return int32(p)
@@ -497,16 +539,26 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	out := make([][]Hit, len(queries))
 	var scans []*quantScratch // the queries that scan quantised
 	var which []int           // their indices
+	var exact []int           // the queries that scan exactly
 	for j, q := range queries {
 		sc := m.getScratch()
 		if n <= k || (mode == scanCheaperMode && t.vecs.snap == nil && exactCheaper(n, k)) || t.wild > 0 || !sc.qq.quantize(q) {
 			m.scratch.Put(sc)
-			out[j] = m.scanExact(dsts[j], q, set, k)
+			exact = append(exact, j)
 			continue
 		}
 		sc.lows.reset(k)
 		sc.keep = sc.keep[:0]
 		scans, which = append(scans, sc), append(which, j)
+	}
+	if len(exact) > 0 {
+		eDsts, eQueries := make([][]Hit, len(exact)), make([][]float32, len(exact))
+		for x, j := range exact {
+			eDsts[x], eQueries[x] = dsts[j], queries[j]
+		}
+		for x, hits := range m.scanExactMulti(eDsts, eQueries, set, k) {
+			out[exact[x]] = hits
+		}
 	}
 	if len(scans) == 0 {
 		return out
