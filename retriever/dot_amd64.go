@@ -98,16 +98,16 @@ func dotCodesMulti(qs [][]int16, c []int8, out []int32) {
 	}
 }
 
-// dotLanes2AVX2 and dotLanes3AVX2 write the lanes of dotAVX2 of a row of
-// n floats (a positive multiple of 8) with two and three queries at once,
-// the row loaded once for all of them (dot_amd64.s); sumLanes of a query's
-// lanes is its dotAVX2.
+// dotLanes2AVX2 and dotLanes3AVX2 are dotAVX2 of a row of n floats (a
+// positive multiple of 8) with two and three queries at once, the row
+// loaded once for all of them (dot_amd64.s); they leave each query's lanes
+// in lanes, and s_i is sumLanes of lanes[i].
 //
 //go:noescape
-func dotLanes2AVX2(q0, q1, r *float32, n int, lanes *[2][dotLanes]float32)
+func dotLanes2AVX2(q0, q1, r *float32, n int, lanes *[2][dotLanes]float32) (s0, s1 float64)
 
 //go:noescape
-func dotLanes3AVX2(q0, q1, q2, r *float32, n int, lanes *[3][dotLanes]float32)
+func dotLanes3AVX2(q0, q1, q2, r *float32, n int, lanes *[3][dotLanes]float32) (s0, s1, s2 float64)
 
 // dotMultiRuns says dotMulti has a kernel for rows of n floats: AVX2, n a
 // positive multiple of 8.
@@ -132,14 +132,12 @@ func dotMulti(qs [][]float32, row []float32, out []float64) (ok bool) {
 		case r == 2 || r == 4:
 			var lanes [2][dotLanes]float32
 			q0, q1 := qs[j][:n], qs[j+1][:n]
-			dotLanes2AVX2(&q0[0], &q1[0], &row[0], n, &lanes)
-			out[j], out[j+1] = sumLanes(&lanes[0]), sumLanes(&lanes[1])
+			out[j], out[j+1] = dotLanes2AVX2(&q0[0], &q1[0], &row[0], n, &lanes)
 			j += 2
 		default:
 			var lanes [3][dotLanes]float32
 			q0, q1, q2 := qs[j][:n], qs[j+1][:n], qs[j+2][:n]
-			dotLanes3AVX2(&q0[0], &q1[0], &q2[0], &row[0], n, &lanes)
-			out[j], out[j+1], out[j+2] = sumLanes(&lanes[0]), sumLanes(&lanes[1]), sumLanes(&lanes[2])
+			out[j], out[j+1], out[j+2] = dotLanes3AVX2(&q0[0], &q1[0], &q2[0], &row[0], n, &lanes)
 			j += 3
 		}
 	}

@@ -291,6 +291,48 @@ dsum:
 	VZEROUPPER
 	RET
 
+// DSUM is dotAVX2's sum of the lanes in Y0–Y3 (0–7, 8–15, 16–23, 24–31)
+// into X0, the same instructions in the same order (Y4–Y12 scratch); it
+// loads the lanes from off(DX) first.
+#define DSUM(off) \
+	VMOVUPS off+0(DX), Y0; \
+	VMOVUPS off+32(DX), Y1; \
+	VMOVUPS off+64(DX), Y2; \
+	VMOVUPS off+96(DX), Y3; \
+	VCVTPS2PD    X0, Y4; \
+	VEXTRACTF128 $1, Y0, X5; \
+	VCVTPS2PD    X5, Y5; \
+	VCVTPS2PD    X1, Y6; \
+	VEXTRACTF128 $1, Y1, X7; \
+	VCVTPS2PD    X7, Y7; \
+	VADDPD       Y6, Y4, Y4; \
+	VADDPD       Y7, Y5, Y5; \
+	VCVTPS2PD    X2, Y6; \
+	VEXTRACTF128 $1, Y2, X7; \
+	VCVTPS2PD    X7, Y7; \
+	VCVTPS2PD    X3, Y8; \
+	VEXTRACTF128 $1, Y3, X9; \
+	VCVTPS2PD    X9, Y9; \
+	VADDPD       Y8, Y6, Y6; \
+	VADDPD       Y9, Y7, Y7; \
+	VADDPD       Y6, Y4, Y4; \
+	VADDPD       Y7, Y5, Y5; \
+	VXORPD       X0, X0, X0; \
+	VADDSD       X4, X0, X0; \
+	VPERMILPD    $1, X4, X10; \
+	VADDSD       X10, X0, X0; \
+	VEXTRACTF128 $1, Y4, X11; \
+	VADDSD       X11, X0, X0; \
+	VPERMILPD    $1, X11, X12; \
+	VADDSD       X12, X0, X0; \
+	VADDSD       X5, X0, X0; \
+	VPERMILPD    $1, X5, X10; \
+	VADDSD       X10, X0, X0; \
+	VEXTRACTF128 $1, Y5, X11; \
+	VADDSD       X11, X0, X0; \
+	VPERMILPD    $1, X11, X12; \
+	VADDSD       X12, X0, X0
+
 // LANES2 and LANES3: one block of 8 floats at byte offset off+BX of the
 // row (DI) and of each query (R8, R9, R10): the row's block loaded once,
 // each query's product with it rounded (VMULPS) and added (VADDPS) to the
@@ -311,15 +353,15 @@ dsum:
 	VADDPS  Y14, a1, a1; \
 	VADDPS  Y15, a2, a2
 
-// func dotLanes2AVX2(q0, q1, r *float32, n int, lanes *[2][32]float32)
+// func dotLanes2AVX2(q0, q1, r *float32, n int, lanes *[2][32]float32) (s0, s1 float64)
 //
 // The lanes of dotAVX2(q_i, r, n) for two queries at once, n a positive
 // multiple of 8: element j's product added to lane j%32 (past the last
 // whole 32 elements, each 8 more to lanes 0–7, 8–15, 16–23), every product
 // and sum rounded as dotAVX2 rounds them; the row's floats are loaded once
-// for both. lanes[i] is written (not added to); sumLanes of it is
-// dotAVX2's result.
-TEXT ·dotLanes2AVX2(SB), NOSPLIT, $0-40
+// for both. lanes[i] is written (not added to), then summed as dotAVX2
+// sums its lanes (DSUM): s_i is dotAVX2(q_i, r, n), and sumLanes(&lanes[i]).
+TEXT ·dotLanes2AVX2(SB), NOSPLIT, $0-56
 	MOVQ   q0+0(FP), R8
 	MOVQ   q1+8(FP), R9
 	MOVQ   r+16(FP), DI
@@ -366,13 +408,17 @@ l2store:
 	VMOVUPS Y5, 160(DX)
 	VMOVUPS Y6, 192(DX)
 	VMOVUPS Y7, 224(DX)
+	DSUM(0)
+	VMOVSD  X0, s0+40(FP)
+	DSUM(128)
+	VMOVSD  X0, s1+48(FP)
 	VZEROUPPER
 	RET
 
-// func dotLanes3AVX2(q0, q1, q2, r *float32, n int, lanes *[3][32]float32)
+// func dotLanes3AVX2(q0, q1, q2, r *float32, n int, lanes *[3][32]float32) (s0, s1, s2 float64)
 //
 // dotLanes2AVX2 for three queries.
-TEXT ·dotLanes3AVX2(SB), NOSPLIT, $0-48
+TEXT ·dotLanes3AVX2(SB), NOSPLIT, $0-72
 	MOVQ   q0+0(FP), R8
 	MOVQ   q1+8(FP), R9
 	MOVQ   q2+16(FP), R10
@@ -428,5 +474,11 @@ l3store:
 	VMOVUPS Y9, 288(DX)
 	VMOVUPS Y10, 320(DX)
 	VMOVUPS Y11, 352(DX)
+	DSUM(0)
+	VMOVSD  X0, s0+48(FP)
+	DSUM(128)
+	VMOVSD  X0, s1+56(FP)
+	DSUM(256)
+	VMOVSD  X0, s2+64(FP)
 	VZEROUPPER
 	RET
