@@ -551,7 +551,10 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 		sc.keep = sc.keep[:0]
 		scans, which = append(scans, sc), append(which, j)
 	}
-	if len(exact) > 0 {
+	if len(exact) == 1 {
+		j := exact[0]
+		out[j] = m.scanExact(dsts[j], queries[j], set, k)
+	} else if len(exact) > 1 {
 		eDsts, eQueries := make([][]Hit, len(exact)), make([][]float32, len(exact))
 		for x, j := range exact {
 			eDsts[x], eQueries[x] = dsts[j], queries[j]
