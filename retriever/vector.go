@@ -359,16 +359,20 @@ func (m *MemoryVectors) scanExactMulti(dsts [][]Hit, queries [][]float32, set *V
 	t := set.tenant
 	n := set.rowCount()
 	scs := make([]*quantScratch, len(queries))
+	cols := make([][]float64, len(queries)) // the scores by query, then position
 	for j := range scs {
 		scs[j] = m.getScratch()
-		scs[j].scores = slices.Grow(scs[j].scores[:0], n)
+		scs[j].scores = slices.Grow(scs[j].scores[:0], n)[:n]
+		cols[j] = scs[j].scores
 	}
 	scores := make([]float64, len(queries))
+	p := 0
 	forRows(set, len(t.ids), func(i int32) {
 		dotMulti(queries, t.vecs.row(int(i)), scores)
-		for j, sc := range scs {
-			sc.scores = append(sc.scores, scores[j])
+		for j, s := range scores {
+			cols[j][p] = s
 		}
+		p++
 	})
 	for j, sc := range scs {
 		out[j] = sc.exactTop(dsts[j], set, k)

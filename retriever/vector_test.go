@@ -584,37 +584,39 @@ func TestDotF32IsItsDefinition(t *testing.T) {
 }
 
 // BenchmarkDotMulti: the exact scores of rows of the built-in embedder's
-// length (584) against three queries, one query at a time (dotF32, as the
-// exact scan did) and all three in one pass (dotMulti).
+// length (584) against two and three queries, one query at a time (dotF32,
+// as the exact scan did) and all in one pass (dotMulti).
 func BenchmarkDotMulti(b *testing.B) {
-	const dim, rowCount, nq = 584, 1000, 3
+	const dim, rowCount = 584, 1000
 	rng := rand.New(rand.NewPCG(5, 6))
 	rows := make([]float32, dim*rowCount)
 	for j := range rows {
 		rows[j] = rng.Float32()*2 - 1
 	}
-	qs := make([][]float32, nq)
-	for x := range qs {
-		qs[x] = mvRandUnit(rng, dim)
+	for _, nq := range []int{2, 3} {
+		qs := make([][]float32, nq)
+		for x := range qs {
+			qs[x] = mvRandUnit(rng, dim)
+		}
+		out := make([]float64, nq)
+		b.Run(fmt.Sprintf("queries=%d/one-at-a-time", nq), func(b *testing.B) {
+			r := 0
+			for b.Loop() {
+				row := rows[r*dim : (r+1)*dim]
+				for x, q := range qs {
+					out[x] = dotF32(q, row)
+				}
+				r = (r + 1) % rowCount
+			}
+		})
+		b.Run(fmt.Sprintf("queries=%d/multi", nq), func(b *testing.B) {
+			r := 0
+			for b.Loop() {
+				if !dotMulti(qs, rows[r*dim:(r+1)*dim], out) {
+					b.Skip("no multi-query kernel here")
+				}
+				r = (r + 1) % rowCount
+			}
+		})
 	}
-	out := make([]float64, nq)
-	b.Run("one-at-a-time", func(b *testing.B) {
-		r := 0
-		for b.Loop() {
-			row := rows[r*dim : (r+1)*dim]
-			for x, q := range qs {
-				out[x] = dotF32(q, row)
-			}
-			r = (r + 1) % rowCount
-		}
-	})
-	b.Run("multi", func(b *testing.B) {
-		r := 0
-		for b.Loop() {
-			if !dotMulti(qs, rows[r*dim:(r+1)*dim], out) {
-				b.Skip("no multi-query kernel here")
-			}
-			r = (r + 1) % rowCount
-		}
-	})
 }
