@@ -185,11 +185,30 @@ func (qq *queryQuant) quantize(query []float32) bool {
 // bounds are the lower and upper bound of the exact scan's score of a row
 // whose code product with the query is dot.
 func (qq *queryQuant) bounds(rq rowQuant, dot int32) (lo, hi float64) {
-	a := float64(rq.scale) * qq.t * float64(dot)
-	codeN, errN2 := float64(rq.codeN), float64(rq.errN2)
-	b := qq.fN*codeN + min(qq.n2*errN2, qq.n1*float64(rq.errNI)) + qq.gamma*(codeN+errN2)
-	b = (b+math.Abs(a)*0x1p-40)*(1+0x1p-30) + qq.under
+	r := rq.terms()
+	a, b := qq.bound(&r, dot)
 	return a - b, a + b
+}
+
+// rowTerms are a rowQuant's terms of the bound in float64, converted once a
+// row for all the queries it is scored against.
+type rowTerms struct {
+	scale, codeN, errN2, errNI float64
+	norm                       float64 // codeN + errN2
+}
+
+func (rq rowQuant) terms() rowTerms {
+	codeN, errN2 := float64(rq.codeN), float64(rq.errN2)
+	return rowTerms{scale: float64(rq.scale), codeN: codeN, errN2: errN2, errNI: float64(rq.errNI), norm: codeN + errN2}
+}
+
+// bound is the centre a and half-width b of the bounds [a − b, a + b] of
+// the exact scan's score of row r whose code product with the query is dot.
+func (qq *queryQuant) bound(r *rowTerms, dot int32) (a, b float64) {
+	a = r.scale * qq.t * float64(dot)
+	b = qq.fN*r.codeN + min(qq.n2*r.errN2, qq.n1*r.errNI) + qq.gamma*r.norm
+	b = (b+math.Abs(a)*0x1p-40)*(1+0x1p-30) + qq.under
+	return a, b
 }
 
 // dotCodesGeneric is the portable dotCodes.
@@ -200,6 +219,47 @@ func dotCodesGeneric(q []int16, c []int8) int32 {
 		s += int32(q[j]) * int32(x)
 	}
 	return s
+}
+
+// dotCodesMultiGeneric is the portable dotCodesMulti: out[j] is
+// dotCodesGeneric(qs[j], c). The row's codes are read once for up to four
+// queries at a time; the sums are exact integers, so the order of the
+// additions does not matter.
+func dotCodesMultiGeneric(qs [][]int16, c []int8, out []int32) {
+	out = out[:len(qs)]
+	for j := 0; j < len(qs); j += 4 {
+		switch len(qs) - j {
+		case 1:
+			out[j] = dotCodesGeneric(qs[j], c)
+		case 2:
+			q0, q1 := qs[j][:len(c)], qs[j+1][:len(c)]
+			var s0, s1 int32
+			for i, x := range c {
+				s0 += int32(q0[i]) * int32(x)
+				s1 += int32(q1[i]) * int32(x)
+			}
+			out[j], out[j+1] = s0, s1
+		case 3:
+			q0, q1, q2 := qs[j][:len(c)], qs[j+1][:len(c)], qs[j+2][:len(c)]
+			var s0, s1, s2 int32
+			for i, x := range c {
+				s0 += int32(q0[i]) * int32(x)
+				s1 += int32(q1[i]) * int32(x)
+				s2 += int32(q2[i]) * int32(x)
+			}
+			out[j], out[j+1], out[j+2] = s0, s1, s2
+		default:
+			q0, q1, q2, q3 := qs[j][:len(c)], qs[j+1][:len(c)], qs[j+2][:len(c)], qs[j+3][:len(c)]
+			var s0, s1, s2, s3 int32
+			for i, x := range c {
+				s0 += int32(q0[i]) * int32(x)
+				s1 += int32(q1[i]) * int32(x)
+				s2 += int32(q2[i]) * int32(x)
+				s3 += int32(q3[i]) * int32(x)
+			}
+			out[j], out[j+1], out[j+2], out[j+3] = s0, s1, s2, s3
+		}
+	}
 }
 
 // lowHeap keeps the k largest lower bounds seen; its minimum is τ once it

@@ -36,6 +36,93 @@ func TestCodeKernelIsPortable(t *testing.T) {
 	}
 }
 
+// TestCodeMultiKernelIsPortable: the code products of one row against
+// several queries at once (dotCodesMulti: the AVX2 kernels of two, three and
+// four queries where they run, grouped; and the portable loop) are each
+// query's own dotCodesGeneric, for every query count up to nine, rows of
+// every padded length to past 600, the extremes of both codes' ranges, and
+// slices that start off any alignment.
+func TestCodeMultiKernelIsPortable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 3))
+	type shape struct {
+		name string
+		fill func(q [][]int16, c []int8, qmax int)
+	}
+	shapes := []shape{
+		{"random", func(q [][]int16, c []int8, qmax int) {
+			for j := range c {
+				c[j] = int8(rng.IntN(2*quantRowMax+1) - quantRowMax)
+			}
+			for _, qj := range q {
+				for i := range qj {
+					qj[i] = int16(rng.IntN(2*qmax+1) - qmax)
+				}
+			}
+		}},
+		{"extremes", func(q [][]int16, c []int8, qmax int) { // every product at its largest; the queries' signs differ
+			for j := range c {
+				c[j] = quantRowMax
+			}
+			for x, qj := range q {
+				for i := range qj {
+					qj[i] = int16(qmax)
+					if x%2 == 1 {
+						qj[i] = int16(-qmax)
+					}
+				}
+			}
+		}},
+		{"mixed extremes", func(q [][]int16, c []int8, qmax int) { // ±127 codes, ±qmax or 0 query codes
+			for j := range c {
+				c[j] = int8([]int{-quantRowMax, quantRowMax}[rng.IntN(2)])
+			}
+			for _, qj := range q {
+				for i := range qj {
+					qj[i] = int16([]int{-qmax, 0, qmax}[rng.IntN(3)])
+				}
+			}
+		}},
+		{"one hot", func(q [][]int16, c []int8, qmax int) { // query x only at x's own code: a swapped lane or result shows
+			for j := range c {
+				c[j] = int8(rng.IntN(2*quantRowMax+1) - quantRowMax)
+			}
+			for x, qj := range q {
+				clear(qj)
+				qj[(x*37)%len(c)] = int16(x + 1)
+			}
+		}},
+	}
+	for nq := 1; nq <= 9; nq++ {
+		for n := 32; n <= 672; n += 32 {
+			for _, sh := range shapes {
+				for _, off := range []int{0, 1, 3} {
+					name := fmt.Sprintf("queries=%d/n=%d/%s/off=%d", nq, n, sh.name, off)
+					// Misaligned slices: codes from byte off, queries from
+					// element off (2·off bytes) and longer than the row.
+					c := make([]int8, n+off)[off:]
+					qs := make([][]int16, nq)
+					for x := range qs {
+						qs[x] = make([]int16, n+off+x)[off:]
+					}
+					sh.fill(qs, c, queryCodeMax(n))
+					got, slow := make([]int32, nq), make([]int32, nq)
+					dotCodesMulti(qs, c, got)
+					dotCodesMultiGeneric(qs, c, slow)
+					for x, q := range qs {
+						var want int64
+						for j := range c {
+							want += int64(q[j]) * int64(c[j])
+						}
+						if int64(got[x]) != want || int64(slow[x]) != want || int64(dotCodesGeneric(q, c)) != want {
+							t.Fatalf("%s: query %d: kernel %d, portable %d, want %d (AVX2 %v)", name, x, got[x], slow[x], want, useAVX2)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestQuantisedBoundHolds: every exact score lies inside the bounds the
 // quantised codes give, for random, sparse, skewed and tiny vectors.
 func TestQuantisedBoundHolds(t *testing.T) {
@@ -184,4 +271,41 @@ func firstDiff(got, want []Hit) int {
 		return min(len(got), len(want))
 	}
 	return -1
+}
+
+// BenchmarkCodeKernels: the code products of rows of the built-in
+// embedder's padded length (608) against three queries, one query at a time
+// (dotCodes, as scans did) and all three in one pass (dotCodesMulti).
+func BenchmarkCodeKernels(b *testing.B) {
+	const n, rowCount, nq = 608, 4096, 3
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([]int8, n*rowCount)
+	for j := range rows {
+		rows[j] = int8(rng.IntN(2*quantRowMax+1) - quantRowMax)
+	}
+	qs := make([][]int16, nq)
+	for x := range qs {
+		qs[x] = make([]int16, n)
+		for j := range qs[x] {
+			qs[x][j] = int16(rng.IntN(2*quantQueryMax+1) - quantQueryMax)
+		}
+	}
+	out := make([]int32, nq)
+	b.Run("one-at-a-time", func(b *testing.B) {
+		r := 0
+		for b.Loop() {
+			c := rows[r*n : (r+1)*n]
+			for x, q := range qs {
+				out[x] = dotCodes(q, c)
+			}
+			r = (r + 1) % rowCount
+		}
+	})
+	b.Run("multi", func(b *testing.B) {
+		r := 0
+		for b.Loop() {
+			dotCodesMulti(qs, rows[r*n:(r+1)*n], out)
+			r = (r + 1) % rowCount
+		}
+	})
 }

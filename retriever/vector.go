@@ -341,6 +341,52 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 		}
 	}
 	sc.scores = scores
+	return sc.exactTop(dst, set, k)
+}
+
+// scanExactMulti is scanExact of several queries (dsts[j] receives
+// queries[j]'s hits), each row read once for all of them and scored by
+// dotMulti — each score the one scanExact gives, to the bit — where its
+// kernels run; scanExact of each query elsewhere.
+func (m *MemoryVectors) scanExactMulti(dsts [][]Hit, queries [][]float32, set *VecSet, k int) [][]Hit {
+	out := make([][]Hit, len(queries))
+	if len(queries) < 2 || !dotMultiRuns(m.dim) {
+		for j, q := range queries {
+			out[j] = m.scanExact(dsts[j], q, set, k)
+		}
+		return out
+	}
+	t := set.tenant
+	n := set.rowCount()
+	scs := make([]*quantScratch, len(queries))
+	cols := make([][]float64, len(queries)) // the scores by query, then position
+	for j := range scs {
+		scs[j] = m.getScratch()
+		scs[j].scores = slices.Grow(scs[j].scores[:0], n)[:n]
+		cols[j] = scs[j].scores
+	}
+	scores := make([]float64, len(queries))
+	p := 0
+	forRows(set, len(t.ids), func(i int32) {
+		dotMulti(queries, t.vecs.row(int(i)), scores)
+		for j, s := range scores {
+			cols[j][p] = s
+		}
+		p++
+	})
+	for j, sc := range scs {
+		out[j] = sc.exactTop(dsts[j], set, k)
+		m.scratch.Put(sc)
+	}
+	return out
+}
+
+// exactTop is the end of an exact scan of set: the best k rows by the
+// scores in sc.scores (by position in the set).
+func (sc *quantScratch) exactTop(dst []Hit, set *VecSet, k int) []Hit {
+	t := set.tenant
+	n := set.rowCount()
+	scores := sc.scores
 	row := func(p int) int32 {
 		if set.rows == nil {
 			return int32(p)
@@ -497,40 +543,59 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	out := make([][]Hit, len(queries))
 	var scans []*quantScratch // the queries that scan quantised
 	var which []int           // their indices
+	var exact []int           // the queries that scan exactly
 	for j, q := range queries {
 		sc := m.getScratch()
 		if n <= k || (mode == scanCheaperMode && t.vecs.snap == nil && exactCheaper(n, k)) || t.wild > 0 || !sc.qq.quantize(q) {
 			m.scratch.Put(sc)
-			out[j] = m.scanExact(dsts[j], q, set, k)
+			exact = append(exact, j)
 			continue
 		}
 		sc.lows.reset(k)
 		sc.keep = sc.keep[:0]
 		scans, which = append(scans, sc), append(which, j)
 	}
+	if len(exact) == 1 {
+		j := exact[0]
+		out[j] = m.scanExact(dsts[j], queries[j], set, k)
+	} else if len(exact) > 1 {
+		eDsts, eQueries := make([][]Hit, len(exact)), make([][]float32, len(exact))
+		for x, j := range exact {
+			eDsts[x], eQueries[x] = dsts[j], queries[j]
+		}
+		for x, hits := range m.scanExactMulti(eDsts, eQueries, set, k) {
+			out[exact[x]] = hits
+		}
+	}
 	if len(scans) == 0 {
 		return out
 	}
-	visit := func(i int32) {
-		codes := t.codes.row(int(i))
-		for _, sc := range scans {
-			lo, hi := sc.qq.bounds(t.quant[i], dotCodes(sc.qq.codes, codes))
-			if lo > sc.lows.tau {
-				sc.lows.offer(lo)
+	if len(scans) == 1 {
+		sc := scans[0]
+		forRows(set, len(t.ids), func(i int32) {
+			r := t.quant[i].terms()
+			a, b := sc.qq.bound(&r, dotCodes(sc.qq.codes, t.codes.row(int(i))))
+			if a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
+				sc.see(i, a, b)
 			}
-			if hi >= sc.lows.tau {
-				sc.keep = append(sc.keep, keptRow{hi, i})
-			}
-		}
-	}
-	if set.rows == nil {
-		for i := range int32(len(t.ids)) {
-			visit(i)
-		}
+		})
 	} else {
-		for _, i := range set.rows {
-			visit(i)
+		// The row's codes against every query in one pass of the kernel,
+		// the row's terms of the bound converted once.
+		qcodes, dots := make([][]int16, len(scans)), make([]int32, len(scans))
+		for x, sc := range scans {
+			qcodes[x] = sc.qq.codes
 		}
+		forRows(set, len(t.ids), func(i int32) {
+			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
+			r := t.quant[i].terms()
+			for x, sc := range scans {
+				a, b := sc.qq.bound(&r, dots[x])
+				if a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
+					sc.see(i, a, b)
+				}
+			}
+		})
 	}
 	for x, sc := range scans {
 		j := which[x]
@@ -538,6 +603,33 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 		m.scratch.Put(sc)
 	}
 	return out
+}
+
+// forRows calls visit with each row of set, in order (n: the tenant's row
+// count, for a set of all of them).
+func forRows(set *VecSet, n int, visit func(i int32)) {
+	if set.rows == nil {
+		for i := range int32(n) {
+			visit(i)
+		}
+		return
+	}
+	for _, i := range set.rows {
+		visit(i)
+	}
+}
+
+// see takes row i, whose bounds are [a − b, a + b], into a quantised scan:
+// its lower bound offered for τ, the row kept while its upper bound reaches
+// τ.
+func (sc *quantScratch) see(i int32, a, b float64) {
+	lo, hi := a-b, a+b
+	if lo > sc.lows.tau {
+		sc.lows.offer(lo)
+	}
+	if hi >= sc.lows.tau {
+		sc.keep = append(sc.keep, keptRow{hi, i})
+	}
 }
 
 // exactCheaper says the exact scan of n rows costs less than the quantised

@@ -374,8 +374,9 @@ func TestDotKernelIsPortable(t *testing.T) {
 
 // TestSearchSetMulti: queries scanned together answer each as it is
 // answered alone (searchSetInto), hit for hit and bit for bit, over the
-// whole tenant and a subset, at small k and the pipeline's depth, with a
-// query among them that the quantised scan cannot take (exact scan).
+// whole tenant and a subset, at small k and the pipeline's depth, one to
+// nine queries at a time, with a query among them that the quantised scan
+// cannot take (exact scan).
 func TestSearchSetMulti(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const dim = 96
@@ -388,19 +389,27 @@ func TestSearchSetMulti(t *testing.T) {
 			subset = append(subset, id)
 		}
 	}
-	queries := [][]float32{mvRandUnit(rng, dim), mvRandUnit(rng, dim), make([]float32, dim), mvRandUnit(rng, dim)}
-	for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: subset}, {Tenant: "t", IDs: []string{}}, {Tenant: "other"}} {
-		for _, k := range []int{1, 5, LegDepth, 2000} {
-			got, err := m.searchSetMulti(make([][]Hit, len(queries)), queries, nil, f, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j, q := range queries {
-				want, err := m.searchSetInto(nil, q, nil, f, k)
+	pool := [][]float32{mvRandUnit(rng, dim), mvRandUnit(rng, dim), make([]float32, dim), mvRandUnit(rng, dim)}
+	for range 5 {
+		pool = append(pool, mvRandUnit(rng, dim))
+	}
+	// Every count of queries up to nine: the code kernels take them four,
+	// three, two or one at a time (dotCodesMulti).
+	for nq := 1; nq <= len(pool); nq++ {
+		queries := pool[:nq]
+		for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: subset}, {Tenant: "t", IDs: []string{}}, {Tenant: "other"}} {
+			for _, k := range []int{1, 5, LegDepth, 2000} {
+				got, err := m.searchSetMulti(make([][]Hit, len(queries)), queries, nil, f, k)
 				if err != nil {
 					t.Fatal(err)
 				}
-				mvSameHits(t, fmt.Sprintf("%d IDs, k=%d, query %d", len(f.IDs), k, j), got[j], want)
+				for j, q := range queries {
+					want, err := m.searchSetInto(nil, q, nil, f, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mvSameHits(t, fmt.Sprintf("%d queries, %d IDs, k=%d, query %d", nq, len(f.IDs), k, j), got[j], want)
+				}
 			}
 		}
 	}
@@ -475,6 +484,65 @@ func TestKthLargest(t *testing.T) {
 	}
 }
 
+// TestDotMultiIsDotF32: the exact scores of one row against several queries
+// at once (dotMulti: the AVX2 kernels of two and three queries, grouped)
+// are each query's dotF32 and its definition, to the bit, for every query
+// count up to seven, every length a multiple of 8 to past 600, values whose
+// rounding decides, zeros of both signs, products that overflow (±Inf, NaN),
+// and slices off any alignment.
+func TestDotMultiIsDotF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 8))
+	value := func(kind int) float32 {
+		switch kind {
+		case 0:
+			return rng.Float32()*2 - 1
+		case 1: // scales far apart, so that rounding decides
+			return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(40)-20))
+		case 2: // zeros of both signs among the values
+			return []float32{0, float32(math.Copysign(0, -1)), 1e-30, -3}[rng.IntN(4)]
+		default: // products past float32's range: ±Inf lanes, NaN sums
+			return []float32{3e38, -3e38, 1, 1e-45}[rng.IntN(4)]
+		}
+	}
+	same := func(a, b float64) bool {
+		return math.Float64bits(a) == math.Float64bits(b) || (math.IsNaN(a) && math.IsNaN(b))
+	}
+	for nq := 1; nq <= 7; nq++ {
+		for dim := 8; dim <= 680; dim += 8 {
+			for kind := range 4 {
+				off := (dim / 8) % 4 // 0–3 floats off the allocation's start
+				row := make([]float32, dim+off)[off:]
+				for j := range row {
+					row[j] = value(kind)
+				}
+				qs := make([][]float32, nq)
+				for x := range qs {
+					qs[x] = make([]float32, dim+x+(off+x)%4)[(off+x)%4:]
+					for j := range qs[x] {
+						qs[x][j] = value(kind)
+					}
+				}
+				got := make([]float64, nq)
+				if !dotMulti(qs, row, got) {
+					if useAVX2 {
+						t.Fatalf("dotMulti declined dim %d with the AVX2 kernel", dim)
+					}
+					t.Skip("no multi-query kernel here")
+				}
+				for x, q := range qs {
+					var lanes [dotLanes]float32
+					for j := range dim {
+						lanes[j%dotLanes] += float32(q[j] * row[j])
+					}
+					if want, one := sumLanes(&lanes), dotF32(q[:dim], row); !same(got[x], want) || !same(one, want) {
+						t.Fatalf("%d queries, dim %d, values %d: query %d: dotMulti %v, dotF32 %v, definition %v", nq, dim, kind, x, got[x], one, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestDotF32IsItsDefinition: dotF32 (the kernel where it runs: whole
 // blocks, its tail and the sum of the lanes in registers; the portable
 // code elsewhere and for other lengths) is its definition — element j's
@@ -512,5 +580,43 @@ func TestDotF32IsItsDefinition(t *testing.T) {
 				t.Fatalf("dim %d, values %d: dotF32 %v, definition %v (AVX2 %v)", dim, kind, got, want, useAVX2)
 			}
 		}
+	}
+}
+
+// BenchmarkDotMulti: the exact scores of rows of the built-in embedder's
+// length (584) against two and three queries, one query at a time (dotF32,
+// as the exact scan did) and all in one pass (dotMulti).
+func BenchmarkDotMulti(b *testing.B) {
+	const dim, rowCount = 584, 1000
+	rng := rand.New(rand.NewPCG(5, 6))
+	rows := make([]float32, dim*rowCount)
+	for j := range rows {
+		rows[j] = rng.Float32()*2 - 1
+	}
+	for _, nq := range []int{2, 3} {
+		qs := make([][]float32, nq)
+		for x := range qs {
+			qs[x] = mvRandUnit(rng, dim)
+		}
+		out := make([]float64, nq)
+		b.Run(fmt.Sprintf("queries=%d/one-at-a-time", nq), func(b *testing.B) {
+			r := 0
+			for b.Loop() {
+				row := rows[r*dim : (r+1)*dim]
+				for x, q := range qs {
+					out[x] = dotF32(q, row)
+				}
+				r = (r + 1) % rowCount
+			}
+		})
+		b.Run(fmt.Sprintf("queries=%d/multi", nq), func(b *testing.B) {
+			r := 0
+			for b.Loop() {
+				if !dotMulti(qs, rows[r*dim:(r+1)*dim], out) {
+					b.Skip("no multi-query kernel here")
+				}
+				r = (r + 1) % rowCount
+			}
+		})
 	}
 }
