@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/embedded"
@@ -54,12 +55,19 @@ func TestLegsBeside(t *testing.T) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		out := make([]retriever.Result, len(reqs))
 		for i, req := range reqs {
+			t0 := time.Now()
 			res, err := r.Discover(ctx, req)
+			took := time.Since(t0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.CandidateCount >= retriever.BesideMin && (res.Timings.Semantic <= 0 || res.Timings.Lexical <= 0) {
 				t.Errorf("GOMAXPROCS %d, %q: legs' times %+v", procs, req.Query, res.Timings)
+			}
+			// The semantic leg's time is its scan's, counted once: not
+			// the scan and again the wait for it.
+			if res.Timings.Semantic > took {
+				t.Errorf("GOMAXPROCS %d, %q: semantic leg %v, longer than the whole discovery (%v)", procs, req.Query, res.Timings.Semantic, took)
 			}
 			res.Timings = retriever.Timings{}
 			out[i] = res

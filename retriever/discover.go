@@ -700,13 +700,15 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 		tm.Lexical += time.Since(t0)
 	}
 	lex := buf.lex
+	if buf.semWait != nil {
+		// The scan running beside this lexical leg: its time is the
+		// semantic leg's (semWait adds it), not the wait for it.
+		buf.semWait()
+	}
 	t1 := time.Now()
 	var sem []Hit
 	var err error
 	degraded := qvec == nil
-	if buf.semWait != nil {
-		buf.semWait() // the scan running beside this lexical leg
-	}
 	switch {
 	case buf.semDone:
 		// Scanned with the request's other lists, at the deepest one's
