@@ -295,12 +295,7 @@ func TestScopesSelectLikeIDs(t *testing.T) {
 	old := cs[1]
 	old.Status = cards.StatusRevoked
 	putAll(t, store, []cards.Card{old})
-	idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
-	ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ret.Close()
+	idx, _ := pgRetriever(t, store, emb)
 	qs, err := emb.Embed(ctx, []string{"refund an unpaid invoice", "list open tickets", "export the monthly report"})
 	if err != nil {
 		t.Fatal(err)
@@ -354,12 +349,7 @@ func TestScopeFilterFollowsCards(t *testing.T) {
 		cs[i].RequiredScopes = []string{[]string{"billing:read", "crm:read", "ops"}[i%3]}
 	}
 	putAll(t, store, cs)
-	idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
-	ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ret.Close()
+	idx, ret := pgRetriever(t, store, emb)
 
 	// cs[0] (billing:read) leaves the caller's reach, cs[3] (billing:read)
 	// is revoked, cs[1] (crm:read) comes into it, after their vectors were
@@ -616,12 +606,7 @@ func TestExactScanReadsScopeSets(t *testing.T) {
 				cs[i].RequiredScopes = [][]string{{"billing:read"}, {"crm:read"}, {"ops"}, nil}[i%4]
 			}
 			putAll(t, store, cs)
-			idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
-			ret, err := retriever.New(ctx, store, emb, nil, retriever.WithVectors(idx))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ret.Close()
+			pgRetriever(t, store, emb) // embeds and stores the vectors
 			qv, err := emb.Embed(ctx, []string{"refund an unpaid invoice"})
 			if err != nil {
 				t.Fatal(err)
@@ -673,4 +658,17 @@ func embeddingIndexes(t *testing.T, store *postgres.Store) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// pgRetriever is a retriever over store whose vector leg is pgvec (its
+// index returned too), closed when the test ends.
+func pgRetriever(t *testing.T, store *postgres.Store, emb embed.Embedder) (*pgvec.Index, *retriever.Retriever) {
+	t.Helper()
+	idx := pgvec.New(store, emb.Model(), emb.Dim()).WithTimeout(time.Minute)
+	ret, err := retriever.New(context.Background(), store, emb, nil, retriever.WithVectors(idx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ret.Close() })
+	return idx, ret
 }
