@@ -266,11 +266,6 @@ func (r *snapReader) str() string {
 	return unsafe.String(&b[0], n)
 }
 
-func (r *snapReader) f32() float32 {
-	r.fill(r.tmp[:4])
-	return math.Float32frombits(binary.LittleEndian.Uint32(r.tmp[:4]))
-}
-
 // check ends the read: the whole body was read and its checksum is the
 // trailer's.
 func (r *snapReader) check() error {
