@@ -492,18 +492,7 @@ func TestKthLargest(t *testing.T) {
 // and slices off any alignment.
 func TestDotMultiIsDotF32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 8))
-	value := func(kind int) float32 {
-		switch kind {
-		case 0:
-			return rng.Float32()*2 - 1
-		case 1: // scales far apart, so that rounding decides
-			return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(40)-20))
-		case 2: // zeros of both signs among the values
-			return []float32{0, float32(math.Copysign(0, -1)), 1e-30, -3}[rng.IntN(4)]
-		default: // products past float32's range: ±Inf lanes, NaN sums
-			return []float32{3e38, -3e38, 1, 1e-45}[rng.IntN(4)]
-		}
-	}
+	value := func(kind int) float32 { return dotTestValue(rng, kind) }
 	same := func(a, b float64) bool {
 		return math.Float64bits(a) == math.Float64bits(b) || (math.IsNaN(a) && math.IsNaN(b))
 	}
@@ -556,16 +545,7 @@ func TestDotF32IsItsDefinition(t *testing.T) {
 	for dim := 1; dim <= 1100; dim += 1 + dim/100 {
 		dims = append(dims, dim)
 	}
-	value := func(kind int) float32 {
-		switch kind {
-		case 0:
-			return rng.Float32()*2 - 1
-		case 1: // scales far apart, so that rounding decides
-			return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(40)-20))
-		default: // zeros of both signs among the values
-			return []float32{0, float32(math.Copysign(0, -1)), 1e-30, -3}[rng.IntN(4)]
-		}
-	}
+	value := func(kind int) float32 { return dotTestValue(rng, kind) }
 	for _, dim := range dims {
 		for kind := range 3 {
 			a, b := make([]float32, dim), make([]float32, dim)
@@ -618,5 +598,22 @@ func BenchmarkDotMulti(b *testing.B) {
 				r = (r + 1) % rowCount
 			}
 		})
+	}
+}
+
+// dotTestValue is a vector element of the dot product tests by kind: 0 in
+// [-1, 1); 1 of scales far apart, so that rounding decides; 2 zeros of
+// both signs among the values; 3 (and on) products past float32's range
+// (±Inf lanes, NaN sums).
+func dotTestValue(rng *rand.Rand, kind int) float32 {
+	switch kind {
+	case 0:
+		return rng.Float32()*2 - 1
+	case 1:
+		return float32(math.Ldexp(rng.Float64()*2-1, rng.IntN(40)-20))
+	case 2:
+		return []float32{0, float32(math.Copysign(0, -1)), 1e-30, -3}[rng.IntN(4)]
+	default:
+		return []float32{3e38, -3e38, 1, 1e-45}[rng.IntN(4)]
 	}
 }
