@@ -35,6 +35,17 @@ import (
 // audit trail, service tokens (admin and discover) and tight rate limits.
 type logServer struct {
 	addr, dlog, fb, trail string
+	dl                    *discoverylog.Log
+}
+
+// logged flushes the discovery log (its writer runs off the request path)
+// and returns the file's size.
+func (s logServer) logged(t *testing.T) int64 {
+	t.Helper()
+	if err := s.dl.Flush(); err != nil {
+		t.Fatalf("flush discovery log: %v", err)
+	}
+	return size(t, s.dlog)
 }
 
 func startLogServer(t *testing.T, lim ratelimit.Config) logServer {
@@ -56,6 +67,7 @@ func startLogServer(t *testing.T, lim ratelimit.Config) logServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.dl = dl
 	t.Cleanup(func() { dl.Close() })
 	fb, err := feedback.New(ctx, feedback.Config{Path: s.fb, Hash: func(s string) string { return fmt.Sprint(len(s)) }, RawQueries: true, Learner: ret})
 	if err != nil {
@@ -142,7 +154,7 @@ func TestEvaluationLeavesTheLogsAlone(t *testing.T) {
 	if _, err := disc.DiscoverTools(octx, req); err != nil {
 		t.Fatal(err)
 	}
-	logged := size(t, s.dlog)
+	logged := s.logged(t)
 	if logged == 0 {
 		t.Fatal("an ordinary discovery was not logged")
 	}
@@ -151,7 +163,7 @@ func TestEvaluationLeavesTheLogsAlone(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "evaluation") || !strings.Contains(st.Message(), "role admin") {
 		t.Errorf("a discover token marking its traffic: %v", err)
 	}
-	if size(t, s.dlog) != logged {
+	if s.logged(t) != logged {
 		t.Error("the refused call was logged as a discovery")
 	}
 	if refused := trailEntries(t, s.trail, audittrail.TypeAuthentication); len(refused) != 1 || refused[0].Principal != "orchestrator" {
@@ -173,7 +185,7 @@ func TestEvaluationLeavesTheLogsAlone(t *testing.T) {
 	if n == 0 || waited <= 0 {
 		t.Errorf("no rate-limit refusal was waited out in %s; the limits are meant to bite", time.Since(start))
 	}
-	if size(t, s.dlog) != logged || size(t, s.fb) != fbSize {
+	if s.logged(t) != logged || size(t, s.fb) != fbSize {
 		t.Errorf("after the evaluation: discovery log %d bytes (was %d), feedback log %d bytes (was %d)", size(t, s.dlog), logged, size(t, s.fb), fbSize)
 	}
 	evals := trailEntries(t, s.trail, audittrail.TypeEvaluation)
