@@ -211,6 +211,63 @@ func (qq *queryQuant) bound(r *rowTerms, dot int32) (a, b float64) {
 	return a, b
 }
 
+// The prefilter. Most rows of a large scan are far under τ, and the scan
+// need not compute their bounds: it compares each row's s·I with a limit L
+// instead, below which a + b < τ. Let S, C, E and N be the largest scale
+// s, ‖s·c‖₂, ‖e‖₂ and ‖s·c‖₂ + ‖e‖₂ over a tenant's covered rows, as stored
+// (quantMax). Every term of b is a product or sum of non-negative factors,
+// each at most its maximum (the min at most its first argument), and
+// |I| < 2³¹ (queryCodeMax), so |a| < S·t·2³¹ =: A and, in exact
+// arithmetic, b ≤ b̂ = ((‖f‖₂·C + ‖q‖₂·E + γ·N) + 2⁻⁴⁰·A)·(1+2⁻³⁰) + under.
+// The computed a and b are their exact values up to a factor (1+2⁻⁵³) for
+// each of their dozen float64 operations, fused or not, and so is their
+// sum; with b̂ computed and widened by (1+2⁻²⁰), far more than that
+// rounding, a row's computed a + b is at most s·t·I·(1+2⁻²⁰) + b̂ (a ≤ 0
+// when I ≤ 0). Thus a row with s·I < L = (τ − b̂)/(t·(1+2⁻²⁰)), computed and
+// narrowed by (1−2⁻²⁰) for the rounding of L and of s·I, has a + b < τ and
+// is neither offered nor kept, as the full test would decide. While τ ≤ b̂
+// (−∞ at first) L is −∞: every row is tested.
+
+// quantMax holds the largest of each of the bound's row terms over a
+// tenant's covered rows (wild ones are scanned exactly). It only grows:
+// a row deleted or overwritten leaves it an upper bound still.
+type quantMax struct {
+	scale, codeN, errN2, norm float64
+}
+
+// add takes row quantisation q into the maxima (a wild one is left out).
+func (m *quantMax) add(q rowQuant) {
+	if math.IsInf(float64(q.codeN), 1) {
+		return
+	}
+	r := q.terms()
+	m.scale, m.codeN = max(m.scale, r.scale), max(m.codeN, r.codeN)
+	m.errN2, m.norm = max(m.errN2, r.errN2), max(m.norm, r.norm)
+}
+
+// prefilterMargin widens the prefilter's bound past the rounding of
+// computing either side of it.
+const prefilterMargin = 0x1p-20
+
+// limit is the prefilter's L for a scan at τ over a tenant's covered rows
+// with maxima mx: a row of scale s whose code product with the query is I
+// has an upper bound a + b under τ if s·I < L (passes reports whether).
+func (qq *queryQuant) limit(mx *quantMax, tau float64) float64 {
+	a := mx.scale * qq.t * (1 + prefilterMargin) * 0x1p31
+	bHat := ((qq.fN*mx.codeN+qq.n2*mx.errN2+qq.gamma*mx.norm)+a*0x1p-40)*(1+0x1p-30) + qq.under
+	bHat *= 1 + prefilterMargin
+	if !(tau > bHat) { // τ ≤ b̂, or −∞ still
+		return math.Inf(-1)
+	}
+	return (tau - bHat) / (qq.t * (1 + prefilterMargin)) * (1 - prefilterMargin)
+}
+
+// passes says a row of quantisation rq and code product dot passes the
+// prefilter of limit lim: its bound must be computed.
+func passes(rq *rowQuant, dot int32, lim float64) bool {
+	return float64(rq.scale)*float64(dot) >= lim
+}
+
 // dotCodesGeneric is the portable dotCodes.
 func dotCodesGeneric(q []int16, c []int8) int32 {
 	q = q[:len(c)]

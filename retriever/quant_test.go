@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -144,6 +145,97 @@ func TestQuantisedBoundHolds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPrefilterHolds: a row the full test keeps (upper bound a + b at
+// least τ) always passes the prefilter, with τ set at every row's own upper
+// bound (the hardest case) and between them, for every vector shape, the
+// rows' own maxima and larger ones; and on dense unit vectors the
+// prefilter passes over most rows at a τ most rows are under (it prunes).
+func TestPrefilterHolds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	type row struct {
+		q   rowQuant
+		dot int32
+		hi  float64
+	}
+	rowsOf := func(qq *queryQuant, quants []rowQuant, codes [][]int8) []row {
+		out := make([]row, len(quants))
+		for i := range quants {
+			d := dotCodes(qq.codes, codes[i])
+			r := quants[i].terms()
+			a, b := qq.bound(&r, d)
+			out[i] = row{quants[i], d, a + b}
+		}
+		return out
+	}
+	for _, dim := range []int{3, 32, 584} {
+		const rowCount = 400
+		codes := make([][]int8, rowCount)
+		quants := make([]rowQuant, rowCount)
+		var mx quantMax
+		for i := range codes {
+			codes[i] = make([]int8, quantPad(dim))
+			rq, ok := quantizeRow(mvShaped(rng, dim, i), codes[i])
+			if !ok {
+				t.Fatalf("dim %d row %d: not quantised", dim, i)
+			}
+			quants[i] = rq
+			mx.add(rq)
+		}
+		wide := quantMax{scale: 2 * mx.scale, codeN: 2 * mx.codeN, errN2: 2 * mx.errN2, norm: 2 * mx.norm}
+		var qq queryQuant
+		for trial := range 30 {
+			if !qq.quantize(mvShaped(rng, dim, trial)) {
+				t.Fatalf("dim %d trial %d: query not quantised", dim, trial)
+			}
+			rows := rowsOf(&qq, quants, codes)
+			taus := []float64{math.Inf(-1), math.Nextafter(rows[0].hi, math.Inf(1))}
+			for _, r := range rows {
+				taus = append(taus, r.hi, math.Nextafter(r.hi, math.Inf(-1)))
+			}
+			for _, m := range []*quantMax{&mx, &wide} {
+				for _, tau := range taus {
+					lim := qq.limit(m, tau)
+					for i, r := range rows {
+						if r.hi >= tau && !passes(&r.q, r.dot, lim) {
+							t.Fatalf("dim %d trial %d τ %v: row %d kept (a + b = %v, product %d, scale %v) fails the prefilter's limit %v", dim, trial, tau, i, r.hi, r.dot, r.q.scale, lim)
+						}
+					}
+				}
+			}
+		}
+	}
+	// Pruning: dense unit rows and query, τ the 95th percentile of the
+	// upper bounds.
+	const dim, rowCount = 584, 2000
+	var mx quantMax
+	codes := make([][]int8, rowCount)
+	quants := make([]rowQuant, rowCount)
+	for i := range codes {
+		codes[i] = make([]int8, quantPad(dim))
+		quants[i], _ = quantizeRow(mvRandUnit(rng, dim), codes[i])
+		mx.add(quants[i])
+	}
+	var qq queryQuant
+	qq.quantize(mvRandUnit(rng, dim))
+	rows := rowsOf(&qq, quants, codes)
+	his := make([]float64, rowCount)
+	for i, r := range rows {
+		his[i] = r.hi
+	}
+	slices.Sort(his)
+	lim := qq.limit(&mx, his[rowCount*95/100])
+	passed := 0
+	for _, r := range rows {
+		if passes(&r.q, r.dot, lim) {
+			passed++
+		}
+	}
+	if passed > rowCount/10 {
+		t.Errorf("the prefilter at the 95th percentile passes %d of %d rows", passed, rowCount)
+	}
+	t.Logf("the prefilter at the 95th percentile passes %d of %d rows", passed, rowCount)
 }
 
 // mvShaped is a vector of one of several shapes: dense unit, sparse, one

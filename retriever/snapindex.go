@@ -394,13 +394,15 @@ func (m *MemoryVectors) placeFloats(f *os.File, regions []floatRegion) error {
 	return nil
 }
 
-// setQuant gives t its rows' quantisations, counting the wild ones.
+// setQuant gives t its rows' quantisations, counting the wild ones and
+// taking the others' maxima.
 func (t *tenantVectors) setQuant(quant []rowQuant) {
-	t.quant, t.wild = quant, 0
-	for i := range quant {
+	t.quant, t.wild, t.max = quant, 0, quantMax{}
+	for i, q := range quant {
 		if t.isWild(i) {
 			t.wild++
 		}
+		t.max.add(q)
 	}
 }
 

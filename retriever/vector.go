@@ -42,6 +42,8 @@ type tenantVectors struct {
 	vecs  floatRows
 	codes codeRows
 	quant []rowQuant
+	// max bounds the rows' terms of the bound (the scan's prefilter).
+	max quantMax
 	// wild counts the rows the quantised bound does not cover (norm over
 	// quantNormMax): while there are any, the tenant is scanned exactly.
 	wild int
@@ -65,6 +67,7 @@ func (t *tenantVectors) setRow(i, dim int, wasWild bool) {
 		q = rowQuant{codeN: float32(math.Inf(1))}
 	}
 	t.quant[i] = q
+	t.max.add(q)
 }
 
 // isWild says row i is one the bound does not cover.
@@ -570,39 +573,90 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	if len(scans) == 0 {
 		return out
 	}
-	if len(scans) == 1 {
-		sc := scans[0]
-		forRows(set, len(t.ids), func(i int32) {
-			r := t.quant[i].terms()
-			a, b := sc.qq.bound(&r, dotCodes(sc.qq.codes, t.codes.row(int(i))))
-			if a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
-				sc.see(i, a, b)
-			}
-		})
-	} else {
-		// The row's codes against every query in one pass of the kernel,
-		// the row's terms of the bound converted once.
-		qcodes, dots := make([][]int16, len(scans)), make([]int32, len(scans))
-		for x, sc := range scans {
-			qcodes[x] = sc.qq.codes
-		}
-		forRows(set, len(t.ids), func(i int32) {
-			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
-			r := t.quant[i].terms()
-			for x, sc := range scans {
-				a, b := sc.qq.bound(&r, dots[x])
-				if a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
-					sc.see(i, a, b)
-				}
-			}
-		})
-	}
+	pass := quantPass{t: t, set: set, scans: scans}
+	pass.scan(scans, 0, n)
 	for x, sc := range scans {
 		j := which[x]
 		out[j] = m.rerank(dsts[j], sc, queries[j], t, k)
 		m.scratch.Put(sc)
 	}
 	return out
+}
+
+// scanBlock is how many rows a quantised scan reads between two updates
+// of its prefilter's limits (τ rises as the scan goes).
+const scanBlock = 256
+
+// quantPass is a quantised scan of a set for several queries: each row's
+// codes are read once and scored for every query (by one kernel call for
+// all of them), the row's terms of the bound converted once.
+type quantPass struct {
+	t     *tenantVectors
+	set   *VecSet
+	scans []*quantScratch // a query's codes and bound (queryQuant) each
+}
+
+// scan reads the set's rows at positions [p0, p1): query x's lower bounds
+// and kept rows go to parts[x] (its codes and bound are scans[x]'s). A row
+// that does not pass the query's prefilter is passed over: its upper bound
+// is under τ (quant.go).
+func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
+	t, rows := qp.t, qp.set.rows
+	row := func(p int) int32 {
+		if rows == nil {
+			return int32(p)
+		}
+		return rows[p]
+	}
+	nq := len(qp.scans)
+	lims := make([]float64, nq)
+	var qcodes [][]int16
+	var dots []int32
+	if nq > 1 {
+		qcodes, dots = make([][]int16, nq), make([]int32, nq)
+		for x, sc := range qp.scans {
+			qcodes[x] = sc.qq.codes
+		}
+	}
+	for b0 := p0; b0 < p1; b0 += scanBlock {
+		b1 := min(b0+scanBlock, p1)
+		for x, sc := range parts {
+			lims[x] = qp.scans[x].qq.limit(&t.max, sc.lows.tau)
+		}
+		if nq == 1 {
+			qq, sc, lim := &qp.scans[0].qq, parts[0], lims[0]
+			for p := b0; p < b1; p++ {
+				i := row(p)
+				d := dotCodes(qq.codes, t.codes.row(int(i)))
+				if !passes(&t.quant[i], d, lim) {
+					continue
+				}
+				r := t.quant[i].terms()
+				if a, b := qq.bound(&r, d); a+b >= sc.lows.tau { // else lo ≤ hi < τ: neither offered nor kept
+					sc.see(i, a, b)
+				}
+			}
+			continue
+		}
+		for p := b0; p < b1; p++ {
+			i := row(p)
+			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
+			var r rowTerms
+			converted := false
+			for x, d := range dots {
+				if !passes(&t.quant[i], d, lims[x]) {
+					continue
+				}
+				if !converted {
+					r, converted = t.quant[i].terms(), true
+				}
+				sc := parts[x]
+				if a, b := qp.scans[x].qq.bound(&r, d); a+b >= sc.lows.tau {
+					sc.see(i, a, b)
+				}
+			}
+		}
+	}
 }
 
 // forRows calls visit with each row of set, in order (n: the tenant's row
