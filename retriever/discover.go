@@ -719,7 +719,7 @@ func (r *Retriever) rankText(ctx context.Context, req Request, cs *candSet, text
 		}
 	case !degraded:
 		if mi, ok := r.vec.(memoryIndex); ok {
-			sem, err = mi.m.searchSetInto(buf.sem, qvec, cs.vecSet(mi.m), cs.filter, depth)
+			sem, err = mi.m.searchSetInto(buf.sem, qvec, cs.vecSet(mi.m), cs.filter, depth, nil)
 			buf.sem = sem
 		} else {
 			sem, err = r.vec.Search(ctx, qvec, cs.filter, depth)
@@ -780,7 +780,9 @@ const BesideMin = 8192
 // second goroutine: it scans (a single list's vector too), then searches
 // lexical legs from the last list back, while the caller searches them
 // from the first on (lexical(i) searches list i's, inside sets[i]) — each
-// leg once, by whichever goroutine claims it (fuseBuf.lexJob). Another
+// leg once, by whichever goroutine claims it (fuseBuf.lexJob) — and then
+// scans the in-memory vectors' rows still unclaimed beside it (rowShare:
+// the answers are the ones one goroutine's scan gives). Another
 // vector index (PostgreSQL's) answers over the network: its searches, one
 // per list with a vector, always go to the second goroutine, whatever the
 // set and the cores, and their errors to each buffer (fuseBuf.semErr). Each
@@ -798,6 +800,7 @@ func (r *Retriever) startLegs(ctx context.Context, cs *candSet, lists []textList
 			depth = max(depth, l.depth())
 		}
 	}
+	var share *rowShare // set when the scan runs beside this goroutine
 	scan := func() time.Duration {
 		t0 := time.Now()
 		if !ok {
@@ -810,7 +813,7 @@ func (r *Retriever) startLegs(ctx context.Context, cs *candSet, lists []textList
 		vs := cs.vecSet(mi.m)
 		if len(which) == 1 {
 			i := which[0]
-			hits, err := mi.m.searchSetInto(bufs[i].sem, vecs[i], vs, cs.filter, lists[i].depth())
+			hits, err := mi.m.searchSetInto(bufs[i].sem, vecs[i], vs, cs.filter, lists[i].depth(), share)
 			if err == nil {
 				bufs[i].sem, bufs[i].semDone = hits, true
 			}
@@ -820,7 +823,7 @@ func (r *Retriever) startLegs(ctx context.Context, cs *candSet, lists []textList
 		for x, i := range which {
 			dsts[x], qs[x] = bufs[i].sem, vecs[i]
 		}
-		hits, err := mi.m.searchSetMulti(dsts, qs, vs, cs.filter, depth)
+		hits, err := mi.m.searchSetMulti(dsts, qs, vs, cs.filter, depth, share)
 		if err == nil {
 			for x, i := range which {
 				bufs[i].sem, bufs[i].semDone = hits[x], true
@@ -837,6 +840,9 @@ func (r *Retriever) startLegs(ctx context.Context, cs *candSet, lists []textList
 	}
 	for i := range lists {
 		bufs[i].lexJob = &lexJob{done: make(chan struct{})}
+	}
+	if ok {
+		share = &rowShare{}
 	}
 	scanned, finished := make(chan time.Duration, 1), make(chan struct{})
 	go func() {
@@ -855,9 +861,12 @@ func (r *Retriever) startLegs(ctx context.Context, cs *candSet, lists []textList
 		bufs[i].semWait = semWait
 	}
 	// This goroutine's share: the lexical legs from the first list on,
-	// while the other one scans.
+	// while the other one scans, then the rows of the scan still unclaimed.
 	for i := range lists {
 		bufs[i].lexJob.try(func() error { return lexical(i) })
+	}
+	if share != nil {
+		share.help()
 	}
 	return func() {
 		semWait()

@@ -228,20 +228,20 @@ func (m *MemoryVectors) prepare(f Filter) *VecSet {
 // It scans the quantised codes and scores exactly only the vectors that can
 // still reach the top k (quant.go): the answer is SearchExact's.
 func (m *MemoryVectors) Search(query []float32, f Filter, k int) ([]Hit, error) {
-	return m.search(nil, query, nil, f, k, scanQuantisedMode)
+	return m.search(nil, query, nil, f, k, scanQuantisedMode, nil)
 }
 
 // SearchExact is Search by the exact score of every candidate: the
 // reference the quantised scan answers like, and the benchmarks' bare scan.
 func (m *MemoryVectors) SearchExact(query []float32, f Filter, k int) ([]Hit, error) {
-	return m.search(nil, query, nil, f, k, scanExactMode)
+	return m.search(nil, query, nil, f, k, scanExactMode, nil)
 }
 
 // SearchSet is Search inside a prepared candidate set (from Prepare with
 // f, or nil to prepare it here), by the scan that costs less for its size
 // and k (exactCheaper): the answer is the same.
 func (m *MemoryVectors) SearchSet(query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
-	return m.search(nil, query, set, f, k, scanCheaperMode)
+	return m.search(nil, query, set, f, k, scanCheaperMode, nil)
 }
 
 // scanMode says which scan a search runs: the quantised pre-scan and
@@ -258,7 +258,7 @@ const (
 
 // search is Search, SearchExact or SearchSet, appending the hits to
 // dst[:0].
-func (m *MemoryVectors) search(dst []Hit, query []float32, set *VecSet, f Filter, k int, mode scanMode) ([]Hit, error) {
+func (m *MemoryVectors) search(dst []Hit, query []float32, set *VecSet, f Filter, k int, mode scanMode, share *rowShare) ([]Hit, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("vector search: k must be positive, got %d", k)
 	}
@@ -280,7 +280,7 @@ func (m *MemoryVectors) search(dst []Hit, query []float32, set *VecSet, f Filter
 	if mode == scanExactMode {
 		return m.scanExact(dst, query, set, k), nil
 	}
-	return m.scanQuantisedMulti([][]Hit{dst}, [][]float32{query}, set, k, mode)[0], nil
+	return m.scanQuantisedMulti([][]Hit{dst}, [][]float32{query}, set, k, mode, share)[0], nil
 }
 
 // rowCount is the number of rows a set searches.
@@ -540,7 +540,8 @@ type keptRow struct {
 // once and scored for every query, so the queries of one request share the
 // scan's memory traffic. dsts[j] receives queries[j]'s hits. In
 // scanCheaperMode a query whose exact scan costs less is scanned exactly.
-func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, set *VecSet, k int, mode scanMode) [][]Hit {
+// With share, another goroutine may scan some of the rows (rowShare).
+func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, set *VecSet, k int, mode scanMode, share *rowShare) [][]Hit {
 	t := set.tenant
 	n := set.rowCount()
 	out := make([][]Hit, len(queries))
@@ -574,7 +575,11 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 		return out
 	}
 	pass := quantPass{t: t, set: set, scans: scans}
-	pass.scan(scans, 0, n)
+	if share != nil && n >= 2*shareChunk {
+		share.scanShared(pass, m, k, n)
+	} else {
+		pass.scan(scans, 0, n)
+	}
 	for x, sc := range scans {
 		j := which[x]
 		out[j] = m.rerank(dsts[j], sc, queries[j], t, k)
@@ -907,8 +912,8 @@ func (m *MemoryVectors) check(vec []float32) error {
 
 // searchSetMulti is searchSetInto of several queries in one candidate set,
 // scanned together (scanQuantisedMulti): dsts[j] receives queries[j]'s
-// hits, each answer the one searchSetInto gives its query.
-func (m *MemoryVectors) searchSetMulti(dsts [][]Hit, queries [][]float32, set *VecSet, f Filter, k int) ([][]Hit, error) {
+// hits, each answer the one searchSetInto gives its query (share as there).
+func (m *MemoryVectors) searchSetMulti(dsts [][]Hit, queries [][]float32, set *VecSet, f Filter, k int, share *rowShare) ([][]Hit, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("vector search: k must be positive, got %d", k)
 	}
@@ -935,13 +940,14 @@ func (m *MemoryVectors) searchSetMulti(dsts [][]Hit, queries [][]float32, set *V
 		}
 		return out, nil
 	}
-	return m.scanQuantisedMulti(dsts, queries, set, k, scanCheaperMode), nil
+	return m.scanQuantisedMulti(dsts, queries, set, k, scanCheaperMode, share), nil
 }
 
 // searchSetInto is SearchSet appending the hits to dst[:0] (the pipeline's
-// reused buffer).
-func (m *MemoryVectors) searchSetInto(dst []Hit, query []float32, set *VecSet, f Filter, k int) ([]Hit, error) {
-	return m.search(dst, query, set, f, k, scanCheaperMode)
+// reused buffer), its rows shared with whoever helps through share (nil:
+// none).
+func (m *MemoryVectors) searchSetInto(dst []Hit, query []float32, set *VecSet, f Filter, k int, share *rowShare) ([]Hit, error) {
+	return m.search(dst, query, set, f, k, scanCheaperMode, share)
 }
 
 // KeptRows counts the rows the quantised scans scored exactly since the

@@ -399,12 +399,12 @@ func TestSearchSetMulti(t *testing.T) {
 		queries := pool[:nq]
 		for _, f := range []Filter{{Tenant: "t"}, {Tenant: "t", IDs: subset}, {Tenant: "t", IDs: []string{}}, {Tenant: "other"}} {
 			for _, k := range []int{1, 5, LegDepth, 2000} {
-				got, err := m.searchSetMulti(make([][]Hit, len(queries)), queries, nil, f, k)
+				got, err := m.searchSetMulti(make([][]Hit, len(queries)), queries, nil, f, k, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for j, q := range queries {
-					want, err := m.searchSetInto(nil, q, nil, f, k)
+					want, err := m.searchSetInto(nil, q, nil, f, k, nil)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -413,7 +413,7 @@ func TestSearchSetMulti(t *testing.T) {
 			}
 		}
 	}
-	if _, err := m.searchSetMulti(make([][]Hit, 1), [][]float32{make([]float32, dim-1)}, nil, Filter{Tenant: "t"}, 5); err == nil {
+	if _, err := m.searchSetMulti(make([][]Hit, 1), [][]float32{make([]float32, dim-1)}, nil, Filter{Tenant: "t"}, 5, nil); err == nil {
 		t.Error("a query of the wrong dimension was searched")
 	}
 }
