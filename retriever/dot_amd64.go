@@ -1,6 +1,10 @@
 package retriever
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // useAVX2 says the AVX2 kernel runs here.
 var useAVX2 = cpu.X86.HasAVX2
@@ -142,4 +146,18 @@ func dotMulti(qs [][]float32, row []float32, out []float64) (ok bool) {
 		}
 	}
 	return true
+}
+
+// prefetchBytes asks for the n bytes at p to be brought into the caches
+// without waiting for them (dot_amd64.s).
+//
+//go:noescape
+func prefetchBytes(p unsafe.Pointer, n int)
+
+// prefetchRow asks for a row (codes or floats) to be brought into the
+// caches; a scan calls it prefetchAhead rows before it reads the row.
+func prefetchRow[T int8 | float32](row []T) {
+	if len(row) > 0 {
+		prefetchBytes(unsafe.Pointer(&row[0]), len(row)*int(unsafe.Sizeof(row[0])))
+	}
 }

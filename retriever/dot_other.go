@@ -22,3 +22,6 @@ func dotMultiRuns(n int) bool { return false }
 
 // dotMulti has no kernel here: ok is false.
 func dotMulti(qs [][]float32, row []float32, out []float64) bool { return false }
+
+// prefetchRow does nothing here.
+func prefetchRow[T int8 | float32](row []T) {}

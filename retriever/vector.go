@@ -339,7 +339,10 @@ func (m *MemoryVectors) scanExact(dst []Hit, query []float32, set *VecSet, k int
 			scores = append(scores, scoreRow(query, nz, t.vecs.row(i)))
 		}
 	} else {
-		for _, i := range set.rows {
+		for p, i := range set.rows {
+			if p+prefetchAhead < n {
+				prefetchRow(t.vecs.row(int(set.rows[p+prefetchAhead])))
+			}
 			scores = append(scores, scoreRow(query, nz, t.vecs.row(int(i))))
 		}
 	}
@@ -588,6 +591,14 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	return out
 }
 
+// prefetchAhead is how many rows of a scattered set (a restricted caller's)
+// ahead of the one it scores a scan asks for (prefetchRow): the hardware
+// prefetches a run of consecutive rows by itself, not rows far apart.
+// Measured at 100,000 cards, a restricted caller (26% of the rows), the
+// semantic leg: 3.0–6.4 ms without, 1.5–2.0 ms at 2 or 4 rows ahead, no
+// better at 8 or 16.
+const prefetchAhead = 4
+
 // scanBlock is how many rows a quantised scan reads between two updates
 // of its prefilter's limits (τ rises as the scan goes).
 const scanBlock = 256
@@ -632,6 +643,9 @@ func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
 			qq, sc, lim := &qp.scans[0].qq, parts[0], lims[0]
 			for p := b0; p < b1; p++ {
 				i := row(p)
+				if rows != nil && p+prefetchAhead < len(rows) {
+					prefetchRow(t.codes.row(int(rows[p+prefetchAhead])))
+				}
 				d := dotCodes(qq.codes, t.codes.row(int(i)))
 				if !passes(&t.quant[i], d, lim) {
 					continue
@@ -645,6 +659,9 @@ func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
 		}
 		for p := b0; p < b1; p++ {
 			i := row(p)
+			if rows != nil && p+prefetchAhead < len(rows) {
+				prefetchRow(t.codes.row(int(rows[p+prefetchAhead])))
+			}
 			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
 			var r rowTerms
 			converted := false
