@@ -105,9 +105,13 @@ func (s *Store) DropVectorIndex(ctx context.Context, model string, dim int) erro
 // hnsw.max_scan_tuples is reached): a selective filter does not return
 // fewer rows than exist. relaxed_order may return rows slightly out of
 // order, so they are re-sorted outside the materialised CTE. An exact
-// search computes the distance of every row the filter selects inside the
-// materialised CTE (which no index order can reach) and keeps the K nearest
-// outside it.
+// search computes the distance of every row the filter selects and keeps
+// the K nearest by a bounded sort, with no CTE between the scan and the
+// sort (whose tuple store copied every row once more): its distance is
+// taken on the column itself, embedding <=> query, an expression no index
+// orders (the HNSW indexes are over embedding::vector(dim)), so no plan can
+// answer it through HNSW; the value is the same function of the same two
+// vectors as the cast one.
 func (s *Store) searchSQL(q VectorQuery) string {
 	dist := fmt.Sprintf("e.embedding::vector(%d) <=> $1::vector(%d)", q.Dim, q.Dim)
 	// card_embeddings carries its card's status and required scopes
@@ -129,12 +133,10 @@ func (s *Store) searchSQL(q VectorQuery) string {
 		filter += ` AND e.required_scopes <@ $3::text[]`
 	}
 	if q.Exact {
-		return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
-	SELECT e.server, e.name, %[1]s AS distance
+		return s.sql(fmt.Sprintf(`SELECT e.server, e.name, e.embedding <=> $1::vector(%[1]d) AS distance
 	FROM {s}.card_embeddings e
 	`+filter+`
-)
-SELECT server, name, distance FROM r ORDER BY distance, server, name LIMIT %[3]d`, dist, quoteLiteral(q.Model), q.K))
+	ORDER BY distance, e.server, e.name LIMIT %[3]d`, q.Dim, quoteLiteral(q.Model), q.K))
 	}
 	return s.sql(fmt.Sprintf(`WITH r AS MATERIALIZED (
 	SELECT e.server, e.name, %[1]s AS distance
@@ -146,22 +148,34 @@ SELECT server, name, distance FROM r ORDER BY distance, server, name LIMIT %[3]d
 SELECT server, name, distance FROM r ORDER BY distance, server, name`, dist, quoteLiteral(q.Model), q.K))
 }
 
-// searchSettings is the statement that sets the search's planner settings
-// for its transaction only (set_config with is_local is SET LOCAL, which
-// matters where connections share a session: PGlite, PgBouncer), with its
-// arguments; "" when the search needs none.
+// searchSettings is the statement that sets the search's settings for its
+// transaction only (set_config with is_local is SET LOCAL, which matters
+// where connections share a session: PGlite, PgBouncer), with its
+// arguments. Every search runs with JIT off (Debian's and other packagers'
+// PostgreSQL have jit = on): a plan whose cost passes jit_above_cost would
+// be compiled with LLVM at every search, milliseconds for a query that
+// runs in less.
 func searchSettings(q VectorQuery) (string, []any) {
 	if q.Exact {
 		if q.Within == nil {
-			return "", nil
+			// JIT off: a tenant-wide exact scan of a large tenant costs
+			// past jit_above_cost, and compiling it would cost more than
+			// running it.
+			return `SELECT set_config('jit', 'off', true)`, nil
 		}
 		// The scope sets' index, read as a bitmap (the rows in the
 		// table's order), whatever the planner makes of the share of the
 		// tenant they select: it counts every page read as one from disk,
 		// and would scan the whole table for a quarter of its rows. JIT
 		// off: the disabled plans' costs would otherwise compile the query.
+		// No prefetch of the bitmap's next pages (effective_io_concurrency
+		// 0): each page was looked up twice in the buffer table, once to
+		// prefetch it, and a page not in shared buffers cost a
+		// posix_fadvise call more besides its read, for vectors that are
+		// in memory (shared buffers or the OS page cache) on a server
+		// sized for them (docs/OPERATIONS.md).
 		return `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true),
-			set_config('jit', 'off', true)`, nil
+			set_config('jit', 'off', true), set_config('effective_io_concurrency', '0', true)`, nil
 	}
 	iterative := "relaxed_order"
 	if q.NoIterativeScan {
@@ -177,6 +191,17 @@ func searchSettings(q VectorQuery) (string, []any) {
 		set += `, set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true)`
 	}
 	return set, []any{iterative, strconv.Itoa(min(max(q.K, 40), MaxEfSearch))}
+}
+
+// searchBatch is a search's batch: its settings, then its query (after
+// prefix: "EXPLAIN ..." to explain it): one round trip, one implicit
+// transaction, so the settings hold for the query and end with it.
+func (s *Store) searchBatch(q VectorQuery, prefix string) *pgx.Batch {
+	b := &pgx.Batch{}
+	set, setArgs := searchSettings(q)
+	b.Queue(set, setArgs...)
+	b.Queue(prefix+s.searchSQL(q), q.args()...)
+	return b
 }
 
 // SearchVectors returns the K cards most similar to q.Vector (cosine),
@@ -197,18 +222,10 @@ func (s *Store) SearchVectors(ctx context.Context, q VectorQuery) ([]VectorHit, 
 	}
 	var out []VectorHit
 	err := func() error {
-		b := &pgx.Batch{}
-		set, setArgs := searchSettings(q)
-		if set != "" {
-			b.Queue(set, setArgs...)
-		}
-		b.Queue(s.searchSQL(q), q.args()...)
-		br := s.pool.SendBatch(ctx, b)
+		br := s.pool.SendBatch(ctx, s.searchBatch(q, ""))
 		defer br.Close()
-		if set != "" {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if _, err := br.Exec(); err != nil {
+			return err
 		}
 		rows, err := br.Query()
 		if err != nil {
@@ -254,18 +271,19 @@ func (q *VectorQuery) args() []any {
 	return args
 }
 
-// ExplainVectorSearch returns the query plan of SearchVectors (for tests
-// and diagnosis).
+// ExplainVectorSearch returns the query plan of SearchVectors, sent in the
+// same batch after the same settings, with the settings that differ from
+// the server's defaults (EXPLAIN's SETTINGS line: jit, enable_*, ...), for
+// tests and diagnosis.
 func (s *Store) ExplainVectorSearch(ctx context.Context, q VectorQuery) (string, error) {
-	args := q.args()
 	var plan []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if set, setArgs := searchSettings(q); set != "" {
-			if _, err := tx.Exec(ctx, set, setArgs...); err != nil {
-				return err
-			}
+	err := func() error {
+		br := s.pool.SendBatch(ctx, s.searchBatch(q, "EXPLAIN (SETTINGS) "))
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN "+s.searchSQL(q), args...)
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
@@ -277,8 +295,11 @@ func (s *Store) ExplainVectorSearch(ctx context.Context, q VectorQuery) (string,
 			}
 			plan = append(plan, line)
 		}
-		return rows.Err()
-	})
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
 	return strings.Join(plan, "\n"), s.wrap(ctx, "explain", err)
 }
 

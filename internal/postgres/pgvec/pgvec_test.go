@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
 
 	"github.com/seed0cff8200/cardex/cards"
 	"github.com/seed0cff8200/cardex/cards/postgres"
@@ -623,7 +624,7 @@ func TestExactScanReadsScopeSets(t *testing.T) {
 			settings := func() string {
 				var s string
 				if err := store.Pool().QueryRow(ctx, `SELECT concat_ws(' ', current_setting('enable_seqscan'), current_setting('enable_indexscan'),
-					current_setting('enable_bitmapscan'), current_setting('jit'))`).Scan(&s); err != nil {
+					current_setting('enable_bitmapscan'), current_setting('jit'), current_setting('effective_io_concurrency'))`).Scan(&s); err != nil {
 					t.Fatal(err)
 				}
 				return s
@@ -671,4 +672,118 @@ func pgRetriever(t *testing.T, store *postgres.Store, emb embed.Embedder) (*pgve
 	}
 	t.Cleanup(func() { _ = ret.Close() })
 	return idx, ret
+}
+
+// TestSearchStatements: every kind of vector search runs with JIT off, in
+// the batch that runs it (EXPLAIN's SETTINGS line of that batch); an exact
+// search is a bounded sort over the rows its filter selects, with no CTE
+// and no HNSW index, whose restricted form does not prefetch the bitmap's
+// pages; and the exact search's answers are those of the statement it
+// replaced (the distance on the column cast to the model's dimension,
+// inside a materialised CTE), distances bit for bit.
+func TestSearchStatements(t *testing.T) {
+	ctx := context.Background()
+	store := pgtest.Open(t, pgtest.Options{MaxConns: 1})
+	emb := embed.NewHashed(embed.DefaultDim)
+	cs := catalogue(300, 14, "acme")
+	for i := range cs {
+		cs[i].RequiredScopes = [][]string{{"billing:read"}, {"crm:read"}, {"billing:read", "crm:read"}, nil}[i%4]
+	}
+	putAll(t, store, cs)
+	pgRetriever(t, store, emb)
+	// Ties: the first half of the cards by name take the vectors of the
+	// second half's, so the order among equal distances (server, name)
+	// counts. The rows written again go to the end of the table: in the
+	// table's order, each copy comes after the card it copies.
+	if _, err := store.Pool().Exec(ctx, fmt.Sprintf(`WITH n AS (
+		SELECT server, name, embedding, row_number() OVER (ORDER BY name) AS i FROM %[1]q.card_embeddings)
+		UPDATE %[1]q.card_embeddings e SET embedding = o.embedding FROM n t, n o
+		WHERE o.i = t.i + 150 AND e.server = t.server AND e.name = t.name`, store.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	qv, err := emb.Embed(ctx, []string{"refund an unpaid invoice", "list open tickets", "sync employee roles"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prefetchDefault string
+	if err := store.Pool().QueryRow(ctx, `SELECT boot_val FROM pg_settings WHERE name = 'effective_io_concurrency'`).Scan(&prefetchDefault); err != nil {
+		t.Fatal(err)
+	}
+	keys := []cards.Key{cs[0].Key(), cs[5].Key(), cs[10].Key()}
+	within := []string{"billing:read"}
+	hnsw := postgres.VectorIndexName(emb.Model(), emb.Dim())
+	for _, tc := range []struct {
+		name     string
+		q        postgres.VectorQuery
+		prefetch bool // the bitmap's pages prefetched (effective_io_concurrency left as it is)
+	}{
+		{"tenant, HNSW", postgres.VectorQuery{}, true},
+		{"keys, HNSW", postgres.VectorQuery{Keys: keys}, true},
+		{"scopes, HNSW", postgres.VectorQuery{Within: within}, true},
+		{"scopes, HNSW forced", postgres.VectorQuery{Within: within, ForceIndex: true}, true},
+		{"tenant, exact", postgres.VectorQuery{Exact: true}, true},
+		{"keys, exact", postgres.VectorQuery{Keys: keys, Exact: true}, true},
+		{"scopes, exact", postgres.VectorQuery{Within: within, Exact: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Model, q.Dim, q.Tenant, q.Vector, q.K = emb.Model(), emb.Dim(), "acme", qv[0], 20
+			plan, err := store.ExplainVectorSearch(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settings := regexp.MustCompile(`(?m)^\s*Settings: (.*)$`).FindStringSubmatch(plan)
+			if settings == nil || !strings.Contains(settings[1], "jit = 'off'") {
+				t.Errorf("the search does not run with JIT off:\n%s", plan)
+			}
+			if off := settings != nil && strings.Contains(settings[1], "effective_io_concurrency = '0'"); off == tc.prefetch && prefetchDefault != "0" {
+				t.Errorf("effective_io_concurrency set to 0: %v, want %v:\n%s", off, !tc.prefetch, plan)
+			}
+			if q.Exact && (strings.Contains(plan, "CTE") || strings.Contains(plan, hnsw)) {
+				t.Errorf("the exact search goes through a CTE or the HNSW index:\n%s", plan)
+			}
+		})
+	}
+
+	// The statement the exact search replaced, by hand.
+	before := fmt.Sprintf(`WITH r AS MATERIALIZED (
+	SELECT e.server, e.name, e.embedding::vector(%[1]d) <=> $1::vector(%[1]d) AS distance
+	FROM %[2]q.card_embeddings e
+	WHERE e.model = $2 AND e.tenant = 'acme' AND e.active AND e.required_scopes <@ $3::text[]
+)
+SELECT server, name, distance FROM r ORDER BY distance, server, name LIMIT $4`, emb.Dim(), store.Schema())
+	for _, scopes := range [][]string{{"billing:read"}, {"billing:read", "crm:read"}, {}} {
+		for _, k := range []int{5, 200} {
+			for qi, v := range qv {
+				got, err := store.SearchVectors(ctx, postgres.VectorQuery{Model: emb.Model(), Dim: emb.Dim(), Tenant: "acme",
+					Vector: v, K: k, Within: scopes, Exact: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows, err := store.Pool().Query(ctx, before, pgvector.NewVector(v), emb.Model(), scopes, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []postgres.VectorHit
+				for rows.Next() {
+					var h postgres.VectorHit
+					var d float64
+					if err := rows.Scan(&h.Key.Server, &h.Key.Name, &d); err != nil {
+						t.Fatal(err)
+					}
+					h.Key.Tenant, h.Similarity = "acme", 1-d
+					want = append(want, h)
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if len(want) == 0 && len(scopes) > 0 {
+					t.Fatalf("scopes %v: no rows by the statement before", scopes)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("scopes %v, k %d, query %d:\n got %v\nwant %v", scopes, k, qi, got, want)
+				}
+			}
+		}
+	}
 }
