@@ -81,7 +81,7 @@ func sharedByHand(t *testing.T, m *MemoryVectors, queries [][]float32, set *VecS
 		scans[x].lows.reset(k)
 		parts[x].lows.reset(k)
 	}
-	qp := quantPass{t: set.tenant, set: set, scans: scans}
+	qp := newQuantPass(set.tenant, set, scans)
 	n := set.rowCount()
 	chunks := (n + shareChunk - 1) / shareChunk
 	for c := range chunks {

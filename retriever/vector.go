@@ -577,7 +577,7 @@ func (m *MemoryVectors) scanQuantisedMulti(dsts [][]Hit, queries [][]float32, se
 	if len(scans) == 0 {
 		return out
 	}
-	pass := quantPass{t: t, set: set, scans: scans}
+	pass := newQuantPass(t, set, scans)
 	if share != nil && n >= 2*shareChunk {
 		share.scanShared(pass, m, k, n)
 	} else {
@@ -607,9 +607,18 @@ const scanBlock = 256
 // codes are read once and scored for every query (by one kernel call for
 // all of them), the row's terms of the bound converted once.
 type quantPass struct {
-	t     *tenantVectors
-	set   *VecSet
-	scans []*quantScratch // a query's codes and bound (queryQuant) each
+	t      *tenantVectors
+	set    *VecSet
+	scans  []*quantScratch // a query's codes and bound (queryQuant) each
+	qcodes [][]int16       // the scans' codes, for the kernel of several queries
+}
+
+func newQuantPass(t *tenantVectors, set *VecSet, scans []*quantScratch) quantPass {
+	qcodes := make([][]int16, len(scans))
+	for x, sc := range scans {
+		qcodes[x] = sc.qq.codes
+	}
+	return quantPass{t: t, set: set, scans: scans, qcodes: qcodes}
 }
 
 // scan reads the set's rows at positions [p0, p1): query x's lower bounds
@@ -618,22 +627,19 @@ type quantPass struct {
 // is under τ (quant.go).
 func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
 	t, rows := qp.t, qp.set.rows
+	// row is the row at position p, whose codes it asks the caches for
+	// prefetchAhead rows before, in a scattered set.
 	row := func(p int) int32 {
 		if rows == nil {
 			return int32(p)
 		}
+		if p+prefetchAhead < len(rows) {
+			prefetchRow(t.codes.row(int(rows[p+prefetchAhead])))
+		}
 		return rows[p]
 	}
 	nq := len(qp.scans)
-	lims := make([]float64, nq)
-	var qcodes [][]int16
-	var dots []int32
-	if nq > 1 {
-		qcodes, dots = make([][]int16, nq), make([]int32, nq)
-		for x, sc := range qp.scans {
-			qcodes[x] = sc.qq.codes
-		}
-	}
+	lims, dots := make([]float64, nq), make([]int32, nq)
 	for b0 := p0; b0 < p1; b0 += scanBlock {
 		b1 := min(b0+scanBlock, p1)
 		for x, sc := range parts {
@@ -643,9 +649,6 @@ func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
 			qq, sc, lim := &qp.scans[0].qq, parts[0], lims[0]
 			for p := b0; p < b1; p++ {
 				i := row(p)
-				if rows != nil && p+prefetchAhead < len(rows) {
-					prefetchRow(t.codes.row(int(rows[p+prefetchAhead])))
-				}
 				d := dotCodes(qq.codes, t.codes.row(int(i)))
 				if !passes(&t.quant[i], d, lim) {
 					continue
@@ -659,10 +662,7 @@ func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
 		}
 		for p := b0; p < b1; p++ {
 			i := row(p)
-			if rows != nil && p+prefetchAhead < len(rows) {
-				prefetchRow(t.codes.row(int(rows[p+prefetchAhead])))
-			}
-			dotCodesMulti(qcodes, t.codes.row(int(i)), dots)
+			dotCodesMulti(qp.qcodes, t.codes.row(int(i)), dots)
 			var r rowTerms
 			converted := false
 			for x, d := range dots {
