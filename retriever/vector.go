@@ -610,15 +610,18 @@ type quantPass struct {
 	t      *tenantVectors
 	set    *VecSet
 	scans  []*quantScratch // a query's codes and bound (queryQuant) each
-	qcodes [][]int16       // the scans' codes, for the kernel of several queries
+	qcodes [][]int16       // the scans' codes, for the kernel of several queries (nil for one)
 }
 
 func newQuantPass(t *tenantVectors, set *VecSet, scans []*quantScratch) quantPass {
-	qcodes := make([][]int16, len(scans))
-	for x, sc := range scans {
-		qcodes[x] = sc.qq.codes
+	qp := quantPass{t: t, set: set, scans: scans}
+	if len(scans) > 1 {
+		qp.qcodes = make([][]int16, len(scans))
+		for x, sc := range scans {
+			qp.qcodes[x] = sc.qq.codes
+		}
 	}
-	return quantPass{t: t, set: set, scans: scans, qcodes: qcodes}
+	return qp
 }
 
 // scan reads the set's rows at positions [p0, p1): query x's lower bounds
@@ -639,7 +642,11 @@ func (qp *quantPass) scan(parts []*quantScratch, p0, p1 int) {
 		return rows[p]
 	}
 	nq := len(qp.scans)
-	lims, dots := make([]float64, nq), make([]int32, nq)
+	lims := make([]float64, nq)
+	var dots []int32 // the row's products with several queries (nil for one)
+	if nq > 1 {
+		dots = make([]int32, nq)
+	}
 	for b0 := p0; b0 < p1; b0 += scanBlock {
 		b1 := min(b0+scanBlock, p1)
 		for x, sc := range parts {
